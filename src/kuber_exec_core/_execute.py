@@ -1,0 +1,151 @@
+"""``execute``'s accounting: per-stream caps over a session, and its result.
+
+The seed's ``collect``.
+
+Output is kept as a list of chunks joined once at the end (linear, never quadratic), and never
+more than the cap: the first byte over a stream's cap ends the run with ``ExecOutputLimitError``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+from ._channels import Message
+from ._errors import ExecError, ExecErrorCode, ExecOutputLimitError, StreamName
+from ._frames import Error, Exit, Stderr, Stdin, Stdout
+from ._session import NEED_DATA, SESSION_ENDED, ExecSession, SessionSignal
+from ._subprotocols import DEFAULT_SUBPROTOCOLS, Subprotocol
+from ._target import ResolvedTarget
+
+__all__ = ["ExecResult", "ExecuteRun", "OutputBuffer"]
+
+
+@attrs.frozen(kw_only=True, repr=False)
+class ExecResult:
+    """What ``execute`` returns: the target, the exit, and the captured bytes."""
+
+    target: ResolvedTarget
+    exit_code: int
+    reason: str | None
+    message: str | None
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def stdout_text(self) -> str:
+        """stdout decoded as UTF-8, invalid sequences replaced (as the seed's TextDecoder)."""
+        return self.stdout.decode("utf-8", errors="replace")
+
+    @property
+    def stderr_text(self) -> str:
+        """stderr decoded as UTF-8, invalid sequences replaced."""
+        return self.stderr.decode("utf-8", errors="replace")
+
+    @property
+    def ok(self) -> bool:
+        """Whether the command exited 0."""
+        return self.exit_code == 0
+
+    def __repr__(self) -> str:
+        return (
+            f"ExecResult(pod={self.target.pod!r}, container={self.target.container!r}, "
+            f"exit_code={self.exit_code}, stdout=<{len(self.stdout)} bytes>, "
+            f"stderr=<{len(self.stderr)} bytes>)"
+        )
+
+
+class OutputBuffer:
+    """One stream's captured output, bounded by ``cap`` bytes."""
+
+    def __init__(self, stream: StreamName, cap: int) -> None:
+        self.stream: StreamName = stream
+        self.cap = cap
+        self.size = 0
+        self._chunks: list[bytes] = []
+
+    def add(self, data: bytes) -> None:
+        """Keep ``data``, or raise ``ExecOutputLimitError`` if it would pass the cap."""
+        if self.size + len(data) > self.cap:
+            raise ExecOutputLimitError(self.stream, self.cap)
+        self.size += len(data)
+        self._chunks.append(data)
+
+    def getvalue(self) -> bytes:
+        """Everything kept, as one bytes object."""
+        if len(self._chunks) > 1:
+            self._chunks = [b"".join(self._chunks)]
+        return self._chunks[0] if self._chunks else b""
+
+
+class ExecuteRun:
+    """One non-interactive exec: stdin (sent whole, then closed), capped output, the result.
+
+    Drive it like a session: ``stdin_messages()`` once after connecting, then feed received
+    messages until ``next_outcome()`` returns an :class:`ExecResult` (or raises).
+    """
+
+    def __init__(
+        self,
+        target: ResolvedTarget,
+        subprotocol: Subprotocol,
+        *,
+        stdout_cap: int,
+        stderr_cap: int,
+        stdin: bytes | None = None,
+    ) -> None:
+        self.target = target
+        self.session = ExecSession(subprotocol, tty=False, stdin=stdin is not None)
+        self._stdin = stdin
+        self._stdout = OutputBuffer("stdout", stdout_cap)
+        self._stderr = OutputBuffer("stderr", stderr_cap)
+
+    @staticmethod
+    def subprotocols(*, stdin: bool) -> tuple[Subprotocol, ...]:
+        """What to offer: with stdin only v5, so that the command never starts on a server that
+        could not deliver its end of input (v4 cannot signal stdin EOF)."""
+        return (Subprotocol.V5,) if stdin else DEFAULT_SUBPROTOCOLS
+
+    def stdin_messages(self) -> list[Message]:
+        """The stdin bytes as messages, then the v5 close; empty without stdin."""
+        if self._stdin is None:
+            return []
+        return self.session.send(Stdin(self._stdin, eof=True))
+
+    def receive_message(self, message: Message) -> None:
+        """Feed one received WebSocket message."""
+        self.session.receive_message(message)
+
+    def connection_closed(self, *, clean: bool) -> None:
+        """The transport ended (``clean``: a Close frame arrived)."""
+        self.session.connection_closed(clean=clean)
+
+    def next_outcome(self) -> ExecResult | Literal[SessionSignal.NEED_DATA]:
+        """``NEED_DATA`` or the result.
+
+        Raises:
+            ExecOutputLimitError: a stream passed its cap (at its first excess byte).
+            ExecError: the status was a failure, or the connection ended without one.
+        """
+        while True:
+            event = self.session.next_event()
+            if event is NEED_DATA:
+                return NEED_DATA
+            if isinstance(event, Stdout):
+                self._stdout.add(event.data)
+            elif isinstance(event, Stderr):
+                self._stderr.add(event.data)
+            elif isinstance(event, Exit):
+                return ExecResult(
+                    target=self.target,
+                    exit_code=event.exit_code,
+                    reason=event.reason,
+                    message=event.message,
+                    stdout=self._stdout.getvalue(),
+                    stderr=self._stderr.getvalue(),
+                )
+            elif isinstance(event, Error):
+                raise event.to_exception()
+            elif event is SESSION_ENDED:
+                raise ExecError(ExecErrorCode.ABORTED, "Exec request was aborted")

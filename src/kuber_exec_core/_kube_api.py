@@ -1,0 +1,256 @@
+"""The Kubernetes REST reads a real backend performs, as sans-IO plans.
+
+Each plan yields :class:`ApiGet` requests, is fed :class:`ApiResponse` answers, and finally holds
+its result. ``DeploymentLookup`` reads one Deployment; ``PodListing`` lists pods by selector (with
+``continue`` paging) and then reads each ReplicaSet a candidate pod names as its controller, so
+that a pod's owning Deployment is known through the controller chain, never through labels.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Generic, Protocol, TypeVar
+from urllib.parse import quote, urlencode
+
+import attrs
+
+from ._errors import ExecError, ExecErrorCode
+from ._objects import (
+    Deployment,
+    Pod,
+    PodRecord,
+    ReplicaSet,
+    load_json_object,
+    parse_deployment,
+    parse_pod_list,
+    parse_replica_set,
+    resolve_pod_owners,
+)
+from ._selector import LabelSelector
+
+__all__ = [
+    "ApiGet",
+    "ApiPlan",
+    "ApiResponse",
+    "DeploymentLookup",
+    "PodListing",
+    "api_error",
+]
+
+T_co = TypeVar("T_co", covariant=True)
+T = TypeVar("T")
+
+_PAGE_SIZE = 500
+
+
+@attrs.frozen(kw_only=True)
+class ApiGet:
+    """A GET the driver must perform against the API server."""
+
+    path: str
+    query: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def target(self) -> str:
+        """Path and query, URL-encoded, ready to append to the server's base URL."""
+        return f"{self.path}?{urlencode(self.query)}" if self.query else self.path
+
+
+@attrs.frozen(kw_only=True, repr=False)
+class ApiResponse:
+    """The answer to an :class:`ApiGet`: HTTP status and raw body."""
+
+    status: int
+    body: bytes
+
+    def __repr__(self) -> str:
+        return f"ApiResponse(status={self.status}, body=<{len(self.body)} bytes>)"
+
+
+class ApiPlan(Protocol[T_co]):
+    """A REST plan: ``next_request()`` until it returns ``None``, then ``result()``."""
+
+    def next_request(self) -> ApiGet | None: ...
+
+    def response_received(self, response: ApiResponse) -> None: ...
+
+    def result(self) -> T_co: ...
+
+
+def api_error(request: ApiGet, response: ApiResponse) -> ExecError:
+    """``EXEC_FAILED`` for a non-2xx answer, quoting the API's ``Status`` message if it sent one."""
+    message = ""
+    try:
+        status = json.loads(response.body)
+        if isinstance(status, dict) and isinstance(status.get("message"), str):
+            message = status["message"]
+    except (ValueError, RecursionError):
+        pass
+    detail = f": {message}" if message else ""
+    return ExecError(
+        ExecErrorCode.FAILED,
+        f"Kubernetes API GET {request.path} failed with HTTP {response.status}{detail}",
+    )
+
+
+def _segment(value: str) -> str:
+    # Names are validated DNS names; quoting anyway keeps any path injection impossible.
+    return quote(value, safe="")
+
+
+class _SingleGet(Generic[T]):
+    def __init__(self, request: ApiGet) -> None:
+        self._request: ApiGet | None = request
+        self._sent = request
+        self._result: T | None = None
+        self._done = False
+
+    def next_request(self) -> ApiGet | None:
+        return self._request
+
+    def response_received(self, response: ApiResponse) -> None:
+        if self._request is None:
+            raise ExecError(ExecErrorCode.FAILED, "an API response arrived that was not asked for")
+        self._request = None
+        self._result = self._parse(response)
+        self._done = True
+
+    def _parse(self, response: ApiResponse) -> T | None:
+        raise NotImplementedError
+
+    def result(self) -> T | None:
+        if not self._done:
+            raise ExecError(ExecErrorCode.FAILED, "the API plan has not finished")
+        return self._result
+
+
+class DeploymentLookup(_SingleGet[Deployment]):
+    """GET one ``apps/v1`` Deployment; the result is ``None`` on 404."""
+
+    def __init__(self, namespace: str, name: str) -> None:
+        super().__init__(
+            ApiGet(
+                path=f"/apis/apps/v1/namespaces/{_segment(namespace)}/deployments/{_segment(name)}"
+            )
+        )
+
+    def _parse(self, response: ApiResponse) -> Deployment | None:
+        if response.status == 404:
+            return None
+        if not 200 <= response.status < 300:
+            raise api_error(self._sent, response)
+        return parse_deployment(load_json_object(response.body, "Deployment"))
+
+
+class PodListing:
+    """LIST pods by selector, then GET the ReplicaSets they name; the result is owner-resolved."""
+
+    def __init__(self, namespace: str, selector: LabelSelector) -> None:
+        self._namespace = namespace
+        self._selector = selector.to_query()
+        self._records: list[PodRecord] = []
+        self._continue: str | None = None
+        self._listing = True
+        self._pending_replica_sets: list[str] = []
+        self._replica_sets: dict[str, ReplicaSet] = {}
+        self._current: ApiGet | None = self._list_request()
+        self._result: tuple[Pod, ...] | None = None
+
+    def _list_request(self) -> ApiGet:
+        query = [("labelSelector", self._selector), ("limit", str(_PAGE_SIZE))]
+        if self._continue:
+            query.append(("continue", self._continue))
+        return ApiGet(
+            path=f"/api/v1/namespaces/{_segment(self._namespace)}/pods", query=tuple(query)
+        )
+
+    def _replica_set_request(self, name: str) -> ApiGet:
+        return ApiGet(
+            path=f"/apis/apps/v1/namespaces/{_segment(self._namespace)}"
+            f"/replicasets/{_segment(name)}"
+        )
+
+    def next_request(self) -> ApiGet | None:
+        return self._current
+
+    def response_received(self, response: ApiResponse) -> None:
+        request = self._current
+        if request is None:
+            raise ExecError(ExecErrorCode.FAILED, "an API response arrived that was not asked for")
+        if self._listing:
+            self._pods_page(request, response)
+        else:
+            self._replica_set(request, response)
+        self._advance()
+
+    def _pods_page(self, request: ApiGet, response: ApiResponse) -> None:
+        if not 200 <= response.status < 300:
+            raise api_error(request, response)
+        records, token = parse_pod_list(load_json_object(response.body, "PodList"))
+        self._records.extend(records)
+        self._continue = token
+        if token is None:
+            self._listing = False
+            self._pending_replica_sets = sorted(
+                {
+                    record.controller.name
+                    for record in self._records
+                    # Only a running, live pod can be chosen or counted: skip the others' reads.
+                    if record.phase == "Running"
+                    and not record.deletion_timestamp
+                    and record.controller is not None
+                    and record.controller.kind == "ReplicaSet"
+                    and record.controller.name
+                }
+            )
+
+    def _replica_set(self, request: ApiGet, response: ApiResponse) -> None:
+        if response.status == 404:
+            return  # The ReplicaSet is gone: its pods have no owner we can prove.
+        if not 200 <= response.status < 300:
+            raise api_error(request, response)
+        replica_set = parse_replica_set(load_json_object(response.body, "ReplicaSet"))
+        if replica_set.name:
+            self._replica_sets[replica_set.name] = replica_set
+
+    def _advance(self) -> None:
+        if self._listing:
+            self._current = self._list_request()
+        elif self._pending_replica_sets:
+            self._current = self._replica_set_request(self._pending_replica_sets.pop(0))
+        else:
+            self._current = None
+            self._result = resolve_pod_owners(self._records, self._replica_sets)
+
+    def result(self) -> tuple[Pod, ...]:
+        if self._result is None:
+            raise ExecError(ExecErrorCode.FAILED, "the API plan has not finished")
+        return self._result
+
+    @property
+    def replica_sets(self) -> Mapping[str, ReplicaSet]:
+        """The ReplicaSets read so far, by name."""
+        return self._replica_sets
+
+
+def exec_upgrade_error(status: int, body: bytes, offered: tuple[str, ...]) -> ExecError:
+    """The error for an exec upgrade the server refused with HTTP ``status``.
+
+    A ``403`` with an empty body is the subprotocol mismatch (an RBAC 403 has a Status body); when
+    only v5 was offered that means the server cannot close stdin, which ``execute(stdin=...)``
+    needs. Anything else quotes the Status message, as for the REST reads.
+    """
+    if status == 403 and not body.strip():
+        if offered == ("v5.channel.k8s.io",):
+            return ExecError(
+                ExecErrorCode.INVALID,
+                "Sending stdin to execute needs the v5.channel.k8s.io subprotocol (Kubernetes "
+                "1.30+), which this server does not offer: older protocols cannot signal end of "
+                "input",
+            )
+        return ExecError(
+            ExecErrorCode.FAILED,
+            f"The server supports none of the offered exec subprotocols: {', '.join(offered)}",
+        )
+    return api_error(ApiGet(path="pods/exec"), ApiResponse(status=status, body=body))

@@ -1,0 +1,129 @@
+"""The seed's ``resolveTarget`` decisions as pure functions: ownership, pod filter and ranking.
+
+Order of checks, codes and messages are the seed's, to the letter:
+
+1. no Deployment, or one whose name differs   -> EXEC_TARGET_NOT_FOUND
+2. labels ``app.kubernetes.io/managed-by=kuber`` and ``kuber.dev/workspace-uid=<uid>`` missing
+                                               -> EXEC_TARGET_FORBIDDEN
+3. no uid or an empty selector                 -> EXEC_TARGET_NOT_READY
+4. no container named and none in the template -> EXEC_TARGET_NOT_READY
+5. candidates: phase Running, not terminating, owned (ReplicaSet controller chain), named, with the
+   container running; ranked ready first, then by name. None: EXEC_TARGET_NOT_FOUND when a container
+   was named and an owned running pod exists, else EXEC_TARGET_NOT_READY.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ._errors import ExecError, ExecErrorCode
+from ._objects import Deployment, Pod
+from ._request import ExecRequest
+from ._target import ResolvedTarget
+
+__all__ = [
+    "EXEC_MANAGED_BY_LABEL",
+    "EXEC_MANAGED_BY_VALUE",
+    "EXEC_WORKSPACE_UID_LABEL",
+    "check_deployment",
+    "choose_pod",
+    "rank_pods",
+]
+
+EXEC_MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+EXEC_MANAGED_BY_VALUE = "kuber"
+EXEC_WORKSPACE_UID_LABEL = "kuber.dev/workspace-uid"
+
+
+def check_deployment(request: ExecRequest, deployment: Deployment | None) -> str:
+    """Checks 1–4 above; returns the container to use.
+
+    Raises:
+        ExecError: the seed's code and message for the first failed check.
+    """
+    name = request.deployment
+    if deployment is None or deployment.name != name:
+        raise ExecError(ExecErrorCode.TARGET_NOT_FOUND, f"Deployment {name} was not found")
+    if (
+        deployment.labels.get(EXEC_MANAGED_BY_LABEL) != EXEC_MANAGED_BY_VALUE
+        or deployment.labels.get(EXEC_WORKSPACE_UID_LABEL) != request.workspace.uid
+    ):
+        raise ExecError(
+            ExecErrorCode.TARGET_FORBIDDEN, f"Deployment {name} is not owned by this workspace"
+        )
+    if not deployment.uid or deployment.selector.is_empty:
+        raise ExecError(
+            ExecErrorCode.TARGET_NOT_READY, f"Deployment {name} has no usable pod selector"
+        )
+    container = request.container if request.container is not None else None
+    if container is None:
+        container = deployment.containers[0] if deployment.containers else None
+    if not container:
+        raise ExecError(ExecErrorCode.TARGET_NOT_READY, f"Deployment {name} has no container")
+    return container
+
+
+def _is_owned_and_running(pod: Pod, deployment: Deployment) -> bool:
+    return (
+        pod.phase == "Running"
+        and not pod.deletion_timestamp
+        and pod.deployment_uid == deployment.uid
+    )
+
+
+def _is_ready(pod: Pod, container: str) -> bool:
+    # The seed's `find(...)?.ready`: the first container of that name decides.
+    for candidate in pod.containers:
+        if candidate.name == container:
+            return bool(candidate.ready)
+    return False
+
+
+def rank_pods(pods: Iterable[Pod], deployment: Deployment, container: str) -> list[Pod]:
+    """The candidates for ``container`` in ``deployment``, best first.
+
+    Ties on readiness break by name in code-point order: the seed's ``localeCompare`` orders the
+    characters of DNS names (``-``, ``.``, digits, lowercase letters) the same way, and code-point
+    order does not depend on the machine's locale.
+    """
+    candidates = [
+        pod
+        for pod in pods
+        if _is_owned_and_running(pod, deployment)
+        and bool(pod.name and pod.uid)
+        and any(c.name == container and c.running for c in pod.containers)
+    ]
+    candidates.sort(key=lambda pod: (not _is_ready(pod, container), pod.name))
+    return candidates
+
+
+def choose_pod(
+    request: ExecRequest, deployment: Deployment, container: str, pods: Iterable[Pod]
+) -> ResolvedTarget:
+    """Check 5 above: the best pod, as a :class:`ResolvedTarget`.
+
+    Raises:
+        ExecError: ``EXEC_TARGET_NOT_FOUND`` or ``EXEC_TARGET_NOT_READY`` as the seed decides.
+    """
+    pods = list(pods)
+    ranked = rank_pods(pods, deployment, container)
+    if not ranked:
+        named = request.container is not None
+        if named and any(_is_owned_and_running(pod, deployment) for pod in pods):
+            raise ExecError(
+                ExecErrorCode.TARGET_NOT_FOUND,
+                f"Container {container} was not found or running in a deployment pod",
+            )
+        raise ExecError(
+            ExecErrorCode.TARGET_NOT_READY,
+            f"Deployment {request.deployment} has no running owned pod/container",
+        )
+    pod = ranked[0]
+    return ResolvedTarget(
+        namespace=request.workspace.project,
+        deployment=deployment.name,
+        deployment_uid=deployment.uid,
+        pod=pod.name,
+        pod_uid=pod.uid,
+        container=container,
+    )

@@ -1,0 +1,240 @@
+"""The client side of one exec connection, as a pull-style state machine.
+
+Feed it what the transport delivers (``receive_message``, ``connection_closed``) and pull events
+with ``next_event`` (each event applies its own state change when it is returned, as in h11).
+Client actions go through ``send``, which validates the frame against the state table and the
+subprotocol and returns the WebSocket messages to write, or raises ``ExecError`` having written
+nothing. The session never blocks, never buffers more than the messages fed to it, and never
+decodes output as text.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections import deque
+from typing import Literal
+
+from ._channels import MAX_CLIENT_PAYLOAD_BYTES, Channel, Message, decode_message, encode_message
+from ._errors import ExecError, ExecErrorCode, ExecProtocolError
+from ._frames import ClientFrame, Close, Error, Exit, Resize, ServerFrame, Stderr, Stdin, Stdout
+from ._state import REFUSALS, TRANSITIONS, SessionInput, SessionState
+from ._status import parse_status
+from ._subprotocols import Subprotocol
+
+__all__ = ["NEED_DATA", "SESSION_ENDED", "ExecSession", "SessionSignal", "chunk_stdin"]
+
+
+class SessionSignal(enum.Enum):
+    """What ``next_event`` returns when it has no frame to give."""
+
+    #: Feed the next received message (or ``connection_closed``) and ask again.
+    NEED_DATA = "NEED_DATA"
+    #: The terminal frame was yielded, or the client closed: nothing more will come.
+    SESSION_ENDED = "SESSION_ENDED"
+
+
+NEED_DATA: Literal[SessionSignal.NEED_DATA] = SessionSignal.NEED_DATA
+SESSION_ENDED: Literal[SessionSignal.SESSION_ENDED] = SessionSignal.SESSION_ENDED
+
+_MAX_DIMENSION = 65_535
+_V5_CLOSE_STDIN = bytes((Channel.STDIN,))  # payload of [255, 0]: "close channel 0"
+
+
+def chunk_stdin(subprotocol: Subprotocol, data: bytes) -> list[Message]:
+    """``data`` as stdin messages of at most 32 KiB payload each (protocol.md §3)."""
+    view = memoryview(data)
+    return [
+        encode_message(
+            subprotocol, Channel.STDIN, bytes(view[offset : offset + MAX_CLIENT_PAYLOAD_BYTES])
+        )
+        for offset in range(0, len(view), MAX_CLIENT_PAYLOAD_BYTES)
+    ]
+
+
+class ExecSession:
+    """One exec connection's protocol state, client side.
+
+    Args:
+        subprotocol: what the server negotiated.
+        tty: whether a TTY was requested (resize is allowed only then).
+        stdin: whether stdin was requested (``Stdin`` frames are refused otherwise).
+        max_stdin_frame_bytes: the largest ``Stdin`` payload ``send`` accepts; ``None`` for no
+            limit (``execute``'s own stdin, which the caller already holds in memory).
+    """
+
+    def __init__(
+        self,
+        subprotocol: Subprotocol,
+        *,
+        tty: bool = False,
+        stdin: bool = False,
+        max_stdin_frame_bytes: int | None = None,
+    ) -> None:
+        self.subprotocol = subprotocol
+        self.tty = tty
+        self.stdin = stdin
+        self.max_stdin_frame_bytes = max_stdin_frame_bytes
+        self._state = SessionState.OPEN
+        self._pending: deque[Message] = deque()
+        self._transport_ended = False
+        self._transport_clean = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<ExecSession {self.subprotocol.value} state={self._state.name} "
+            f"pending={len(self._pending)}>"
+        )
+
+    @property
+    def state(self) -> SessionState:
+        """The current state (see :mod:`kuber_exec_core._state`)."""
+        return self._state
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether nothing more will be yielded (ENDED or CLOSED)."""
+        return self._state in (SessionState.ENDED, SessionState.CLOSED)
+
+    # -- received side -------------------------------------------------------------------------
+
+    def receive_message(self, message: Message) -> None:
+        """Feed one whole WebSocket message. Messages after the end are discarded."""
+        if self.is_finished or self._transport_ended:
+            return
+        self._pending.append(message)
+
+    def connection_closed(self, *, clean: bool) -> None:
+        """The transport ended: ``clean`` when a Close frame arrived, not a broken connection."""
+        if not self._transport_ended:
+            self._transport_ended = True
+            self._transport_clean = clean
+
+    def next_event(self) -> ServerFrame | SessionSignal:
+        """The next frame, ``NEED_DATA``, or ``SESSION_ENDED``; never raises."""
+        while not self.is_finished:
+            if self._pending:
+                frame = self._decode(self._pending.popleft())
+                if frame is None:
+                    continue
+            elif self._transport_ended:
+                frame = self._end_of_stream()
+            else:
+                return NEED_DATA
+            self._apply(_received_input(frame))
+            if self.is_finished:
+                self._pending.clear()
+            return frame
+        return SESSION_ENDED
+
+    def _decode(self, message: Message) -> ServerFrame | None:
+        try:
+            decoded = decode_message(self.subprotocol, message)
+        except ExecProtocolError as error:
+            return Error(error.code, error.message)
+        if decoded is None:
+            return None
+        channel, payload = decoded
+        if not payload:
+            # The no-op right after the handshake (also on channel 3): not data, not a status.
+            return None
+        if channel == Channel.STDOUT:
+            return Stdout(payload)
+        if channel == Channel.STDERR:
+            return Stderr(payload)
+        if channel == Channel.ERROR:
+            return parse_status(self.subprotocol, payload)
+        return None  # Unknown channels are ignored, as the server ignores ours.
+
+    def _end_of_stream(self) -> ServerFrame:
+        if self.subprotocol.has_structured_status:
+            return Error(
+                ExecErrorCode.FAILED,
+                "exit status unknown: the connection closed before the exec status arrived",
+            )
+        if self._transport_clean:
+            # Pre-v4 servers send nothing on success; a clean close is their success signal.
+            return Exit(0)
+        return Error(ExecErrorCode.FAILED, "exit status unknown: the connection was lost")
+
+    # -- client side ---------------------------------------------------------------------------
+
+    def send(self, frame: ClientFrame) -> list[Message]:
+        """Validate ``frame`` and return the messages that carry it (possibly none).
+
+        Raises:
+            ExecError: ``EXEC_ABORTED`` after the end or a close; ``EXEC_INVALID`` for a frame
+                this session cannot carry (stdin after EOF or not requested, EOF on a
+                subprotocol older than v5, resize without a TTY or out of range, a stdin
+                payload over the limit, an unknown frame). Nothing was sent in that case.
+        """
+        if isinstance(frame, Stdin):
+            return self._send_stdin(frame)
+        if isinstance(frame, Resize):
+            return self._send_resize(frame)
+        if isinstance(frame, Close):
+            self._apply(SessionInput.SEND_CLOSE)
+            self._pending.clear()
+            return []
+        raise ExecError(ExecErrorCode.INVALID, "Unknown interactive exec frame")
+
+    def _send_stdin(self, frame: Stdin) -> list[Message]:
+        action = SessionInput.SEND_STDIN_EOF if frame.eof else SessionInput.SEND_STDIN
+        self._check(SessionInput.SEND_STDIN)
+        self._check(action)
+        if not self.stdin:
+            raise ExecError(ExecErrorCode.INVALID, "stdin was not requested for this session")
+        limit = self.max_stdin_frame_bytes
+        if limit is not None and len(frame.data) > limit:
+            raise ExecError(ExecErrorCode.INVALID, f"stdin frame exceeds {limit} bytes")
+        if frame.eof and not self.subprotocol.can_close_stdin:
+            raise ExecError(
+                ExecErrorCode.INVALID,
+                f"Closing stdin needs the {Subprotocol.V5.value} subprotocol; the server "
+                f"negotiated {self.subprotocol.value}, which cannot signal end of input",
+            )
+        messages = chunk_stdin(self.subprotocol, frame.data)
+        if frame.eof:
+            messages.append(encode_message(self.subprotocol, Channel.CLOSE, _V5_CLOSE_STDIN))
+        self._apply(action)
+        return messages
+
+    def _send_resize(self, frame: Resize) -> list[Message]:
+        self._check(SessionInput.SEND_RESIZE)
+        if not self.tty:
+            raise ExecError(ExecErrorCode.INVALID, "Resize needs a TTY session")
+        if not all(
+            isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= _MAX_DIMENSION
+            for value in (frame.columns, frame.rows)
+        ):
+            raise ExecError(
+                ExecErrorCode.INVALID, "Terminal dimensions must be integers between 1 and 65535"
+            )
+        payload = json.dumps({"Width": frame.columns, "Height": frame.rows}).encode("ascii")
+        self._apply(SessionInput.SEND_RESIZE)
+        return [encode_message(self.subprotocol, Channel.RESIZE, payload)]
+
+    # -- the table -----------------------------------------------------------------------------
+
+    def _check(self, action: SessionInput) -> None:
+        refusal = REFUSALS.get((self._state, action))
+        if refusal is not None:
+            raise ExecError(*refusal)
+
+    def _apply(self, event: SessionInput) -> None:
+        key = (self._state, event)
+        if key in TRANSITIONS:
+            self._state = TRANSITIONS[key]
+            return
+        self._check(event)
+        # Unreachable by construction (see _state); fail closed rather than carry on.
+        self._state = SessionState.ENDED
+        raise ExecProtocolError(f"{event.value} is not allowed in state {key[0].value}")
+
+
+def _received_input(frame: ServerFrame) -> SessionInput:
+    if isinstance(frame, Exit):
+        return SessionInput.EXIT_RECEIVED
+    if isinstance(frame, Error):
+        return SessionInput.FAILURE_RECEIVED
+    return SessionInput.OUTPUT_RECEIVED

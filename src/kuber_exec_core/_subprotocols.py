@@ -1,0 +1,89 @@
+"""The ``*.channel.k8s.io`` subprotocol family and its negotiation (protocol.md §1).
+
+Servers pick the first protocol in the client's order that they support; a client must check the
+answer against what it offered, and always offer at least one (an empty offer makes the legacy
+server answer with an empty ``Sec-WebSocket-Protocol`` header, which strict clients reject).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+
+from ._errors import ExecProtocolError
+
+__all__ = [
+    "ALL_SUBPROTOCOLS",
+    "DEFAULT_SUBPROTOCOLS",
+    "Subprotocol",
+    "accept_subprotocol",
+    "choose_subprotocol",
+    "parse_subprotocol_header",
+]
+
+
+class Subprotocol(enum.StrEnum):
+    """One member of the remote-command WebSocket subprotocol family."""
+
+    V5 = "v5.channel.k8s.io"
+    V4 = "v4.channel.k8s.io"
+    V4_BASE64 = "v4.base64.channel.k8s.io"
+    BASE64 = "base64.channel.k8s.io"
+    LEGACY = "channel.k8s.io"
+
+    @property
+    def is_base64(self) -> bool:
+        """Text frames: ``'0'+channel`` then padded standard base64 (protocol.md §3)."""
+        return self in (Subprotocol.V4_BASE64, Subprotocol.BASE64)
+
+    @property
+    def has_structured_status(self) -> bool:
+        """v4 and v5 send a ``metav1.Status`` on channel 3; older ones plain text on failure."""
+        return self in (Subprotocol.V5, Subprotocol.V4, Subprotocol.V4_BASE64)
+
+    @property
+    def can_close_stdin(self) -> bool:
+        """Only v5 has the ``[255, 0]`` stdin close message (protocol.md §6)."""
+        return self is Subprotocol.V5
+
+
+#: What kuber-exec offers by default: v5 on 1.30+ clusters, v4 through the legacy path elsewhere.
+DEFAULT_SUBPROTOCOLS: tuple[Subprotocol, ...] = (Subprotocol.V5, Subprotocol.V4)
+#: Every member, newest first.
+ALL_SUBPROTOCOLS: tuple[Subprotocol, ...] = tuple(Subprotocol)
+
+
+def parse_subprotocol_header(values: Iterable[str]) -> list[str]:
+    """Split ``Sec-WebSocket-Protocol`` header values (comma separated, maybe repeated)."""
+    return [token.strip() for value in values for token in value.split(",") if token.strip()]
+
+
+def accept_subprotocol(offered: Sequence[Subprotocol], answered: str | None) -> Subprotocol:
+    """Client side: the subprotocol the server chose, checked against the offer.
+
+    Raises:
+        ExecProtocolError: the server answered none, or one that was not offered.
+    """
+    if not answered:
+        raise ExecProtocolError("the server accepted the WebSocket without a subprotocol")
+    for protocol in offered:
+        if protocol.value == answered:
+            return protocol
+    raise ExecProtocolError(f"the server chose subprotocol {answered!r}, which was not offered")
+
+
+def choose_subprotocol(
+    client_offer: Sequence[str], supported: Iterable[Subprotocol]
+) -> Subprotocol | None:
+    """Server side: the first protocol in the client's order that the server supports.
+
+    An empty offer means the legacy binary protocol (answered with an empty header, as real
+    servers do). ``None`` means no match: a real server answers ``403`` with an empty body.
+    """
+    supported_values = {protocol.value: protocol for protocol in supported}
+    if not client_offer:
+        return Subprotocol.LEGACY if Subprotocol.LEGACY.value in supported_values else None
+    for token in client_offer:
+        if token in supported_values:
+            return supported_values[token]
+    return None

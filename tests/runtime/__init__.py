@@ -1,0 +1,1 @@
+"""Tests against a real container runtime's exec streaming server (containerd's CRI plugin)."""
