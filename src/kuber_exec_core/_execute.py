@@ -117,9 +117,9 @@ class ExecuteRun:
         """Feed one received WebSocket message."""
         self.session.receive_message(message)
 
-    def connection_closed(self, *, clean: bool) -> None:
-        """The transport ended (``clean``: a Close frame arrived)."""
-        self.session.connection_closed(clean=clean)
+    def connection_closed(self, *, clean: bool, reason: str | None = None) -> None:
+        """The transport ended (``clean``: a Close frame arrived; ``reason``: why, if known)."""
+        self.session.connection_closed(clean=clean, reason=reason)
 
     def next_outcome(self) -> ExecResult | Literal[SessionSignal.NEED_DATA]:
         """``NEED_DATA`` or the result.

@@ -79,6 +79,7 @@ class ExecSession:
         self._pending: deque[Message] = deque()
         self._transport_ended = False
         self._transport_clean = False
+        self._transport_reason: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -104,11 +105,15 @@ class ExecSession:
             return
         self._pending.append(message)
 
-    def connection_closed(self, *, clean: bool) -> None:
-        """The transport ended: ``clean`` when a Close frame arrived, not a broken connection."""
+    def connection_closed(self, *, clean: bool, reason: str | None = None) -> None:
+        """The transport ended: ``clean`` when a Close frame arrived, not a broken connection.
+
+        ``reason`` (e.g. "no pong within 30 s") is added to the failure message, if any.
+        """
         if not self._transport_ended:
             self._transport_ended = True
             self._transport_clean = clean
+            self._transport_reason = reason
 
     def next_event(self) -> ServerFrame | SessionSignal:
         """The next frame, ``NEED_DATA``, or ``SESSION_ENDED``; never raises."""
@@ -147,15 +152,17 @@ class ExecSession:
         return None  # Unknown channels are ignored, as the server ignores ours.
 
     def _end_of_stream(self) -> ServerFrame:
+        detail = f" ({self._transport_reason})" if self._transport_reason else ""
         if self.subprotocol.has_structured_status:
             return Error(
                 ExecErrorCode.FAILED,
-                "exit status unknown: the connection closed before the exec status arrived",
+                "exit status unknown: the connection closed before the exec status arrived"
+                + detail,
             )
         if self._transport_clean:
             # Pre-v4 servers send nothing on success; a clean close is their success signal.
             return Exit(0)
-        return Error(ExecErrorCode.FAILED, "exit status unknown: the connection was lost")
+        return Error(ExecErrorCode.FAILED, "exit status unknown: the connection was lost" + detail)
 
     # -- client side ---------------------------------------------------------------------------
 
