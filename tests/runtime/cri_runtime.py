@@ -6,15 +6,16 @@ answers the ``v4.channel.k8s.io`` / ``v4.base64.channel.k8s.io`` / ``base64.chan
 
 1. makes sure containerd, runc, ctr and a static busybox are installed (``apt-get`` as root);
 2. builds a tiny busybox image as an OCI image-layout tarball, in Python, without any registry;
-3. starts a private containerd (root, state, sockets, runc root: all under one temporary directory)
-   with the CRI plugin's streaming server on ``127.0.0.1:<free port>``;
-4. imports the image with ``ctr``, runs a host-network pod sandbox and a long ``sleep`` container in it
-   over the CRI gRPC API (``runtime.v1``), spoken with a small hand-written protobuf codec;
+3. starts a private containerd (root, state, sockets, runc root: all under one temporary
+   directory) with the CRI plugin's streaming server on ``127.0.0.1:<free port>``;
+4. imports the image with ``ctr``, runs a host-network pod sandbox and a long ``sleep`` container
+   in it over the CRI gRPC API (``runtime.v1``), spoken with a small hand-written protobuf codec;
 5. hands out exec URLs (``http://127.0.0.1:PORT/exec/TOKEN``, single use, valid about a minute);
 6. tears everything down whatever happens: containers and sandboxes, containerd, leftover shims and
    runc containers, mounts under the temporary directory, and its cgroups.
 
-Use :func:`running_cri_runtime` (a context manager) or the ``cri_runtime`` fixture in ``conftest.py``.
+Use :func:`running_cri_runtime` (a context manager) or the ``cri_runtime`` fixture in
+``conftest.py``.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import Final
 import grpc
 
 IMAGE_NAME: Final = "docker.io/library/kuber-busybox:test"
-"""The busybox image's name: fully qualified, as the CRI plugin normalises ``kuber-busybox:test``."""
+"""The busybox image's name, fully qualified (the CRI plugin normalises ``kuber-busybox:test``)."""
 
 CRI_NAMESPACE: Final = "k8s.io"
 """The containerd namespace the CRI plugin works in (images must be imported there)."""
@@ -398,7 +399,8 @@ def pod_sandbox_config(
     *, name: str, uid: str, namespace: str, log_directory: Path, cgroup_parent: str
 ) -> Message:
     """A host-network pod, each container in its own PID namespace (the kubelet's default)."""
-    # PodSandboxMetadata { string name = 1; string uid = 2; string namespace = 3; uint32 attempt = 4; }
+    # PodSandboxMetadata { string name = 1; string uid = 2; string namespace = 3;
+    #                      uint32 attempt = 4; }
     metadata = Message().string(1, name).string(2, uid).string(3, namespace)
     # LinuxSandboxSecurityContext { NamespaceOption namespace_options = 1; ... }
     security = Message().message(
@@ -559,7 +561,11 @@ def build_oci_archive(
     manifest = {
         "schemaVersion": 2,
         "mediaType": _MT_MANIFEST,
-        "config": {"mediaType": _MT_CONFIG, "digest": _sha256(config_blob), "size": len(config_blob)},
+        "config": {
+            "mediaType": _MT_CONFIG,
+            "digest": _sha256(config_blob),
+            "size": len(config_blob),
+        },
         "layers": [{"mediaType": _MT_LAYER_GZIP, "digest": _sha256(layer), "size": len(layer)}],
     }
     manifest_blob = json.dumps(manifest, separators=(",", ":"), sort_keys=True).encode()
@@ -781,9 +787,7 @@ disabled_plugins = [
 """
 
 
-def _poll(
-    condition: Callable[[], bool], *, timeout: float, interval: float, what: str
-) -> None:
+def _poll(condition: Callable[[], bool], *, timeout: float, interval: float, what: str) -> None:
     """Wait until ``condition()`` is true, checking every ``interval`` s, at most ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while not condition():
@@ -832,7 +836,12 @@ def unmount_all_under(base: Path) -> list[str]:
 
 def _pids_with_arg(needle: str) -> list[int]:
     """Processes whose command line contains ``needle`` as one argument."""
-    pids: list[int] = []
+    return list(_processes_with_arg(needle))
+
+
+def _processes_with_arg(needle: str) -> dict[int, list[str]]:
+    """``{pid: argv}`` of the processes whose command line contains ``needle`` as one argument."""
+    found: dict[int, list[str]] = {}
     me = os.getpid()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
@@ -842,8 +851,15 @@ def _pids_with_arg(needle: str) -> list[int]:
         except OSError:
             continue
         if needle.encode() in argv:
-            pids.append(int(entry.name))
-    return pids
+            found[int(entry.name)] = [arg.decode(errors="replace") for arg in argv]
+    return found
+
+
+def _shim_socket(address: Path, shim_id: str) -> Path:
+    """Where containerd 1.6 puts a shim's socket: /run/containerd/s/<sha256(address/ns/id)>
+    (runtime/v2/shim util_unix.go SocketAddress). A SIGKILLed shim leaves it behind."""
+    digest = hashlib.sha256(os.path.join(address, CRI_NAMESPACE, shim_id).encode()).hexdigest()
+    return _SHIM_SOCKET_DIR / digest
 
 
 def _cgroup_dirs(name: str) -> list[Path]:
@@ -945,9 +961,7 @@ def _stop_process(process: subprocess.Popen[bytes], grace: float = 10.0) -> None
 
 
 def _run_tool(argv: Sequence[str], *, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        list(argv), capture_output=True, text=True, timeout=timeout, check=False
-    )
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
 
 
 @contextlib.contextmanager
@@ -1126,15 +1140,22 @@ def _teardown(
     # Anything the CRI could not remove: containers first (runc), then their shims (by pid).
     runc = shutil.which("runc")
     runc_ns_root = layout.runc_root / CRI_NAMESPACE
+    leftover_ids: set[str] = set()
     if runc is not None and runc_ns_root.is_dir():
         listed = _run_tool([runc, "--root", str(runc_ns_root), "list", "-q"], timeout=30)
         for container in listed.stdout.split():
             _run_tool([runc, "--root", str(runc_ns_root), "delete", "--force", container])
+            leftover_ids.add(container)
             problems.append(f"runc container {container} was left over (force-deleted)")
-    for pid in _pids_with_arg(str(layout.socket)):
+    for pid, argv in _processes_with_arg(str(layout.socket)).items():
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        problems.append(f"process {pid} was left over (killed)")
+        if "-id" in argv[:-1]:
+            leftover_ids.add(argv[argv.index("-id") + 1])
+        problems.append(f"process {pid} ({' '.join(argv[:1])}) was left over (killed)")
+    for shim_id in leftover_ids:
+        with contextlib.suppress(OSError):
+            _shim_socket(layout.socket, shim_id).unlink()
     problems += unmount_all_under(layout.base)
     remove_cgroups(cgroup_parent)
     # Exited shims linger as zombies until PID 1 reaps them: give it a moment (not an error).
