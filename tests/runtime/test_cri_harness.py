@@ -8,9 +8,11 @@ these tests and a raw-socket probe (``http://127.0.0.1:PORT/exec/TOKEN`` URLs fr
 * Accepted: ``v4.channel.k8s.io``, ``v4.base64.channel.k8s.io``, ``base64.channel.k8s.io``,
   ``channel.k8s.io``. The first one in the *client's* order that it knows wins
   (``v5.channel.k8s.io, v4.channel.k8s.io`` -> v4; ``v4.base64..., v4.channel...`` -> v4.base64).
-  Only ``v5.channel.k8s.io``, or an unknown one: ``HTTP/1.1 403 Forbidden`` with no body and no headers.
+  Only ``v5.channel.k8s.io``, or an unknown one: ``HTTP/1.1 403 Forbidden``, no headers, no body.
 * No ``Sec-WebSocket-Protocol`` at all: ``101`` with an *empty* ``Sec-WebSocket-Protocol: `` header
-  (websockets' client rejects it: ``NegotiationError: no subprotocols supported``), then the
+  (websockets 17's client rejects it: ``NegotiationError: no subprotocols supported`` with
+  ``subprotocols=None``, ``InvalidHeaderFormat: invalid Sec-WebSocket-Protocol header`` with
+  ``subprotocols=[]``), then the
   ``channel.k8s.io`` behaviour: binary frames ``b"\\x01"``, ``b"\\x01hello\\n"``, Close 1000.
 * ``v4.channel.k8s.io``, ``echo hello``: binary messages ``b"\\x01"`` (the initial empty message on
   stdout), ``b"\\x01hello\\n"``, ``b'\\x03{"metadata":{},"status":"Success"}'``, then Close 1000.
@@ -36,7 +38,13 @@ these tests and a raw-socket probe (``http://127.0.0.1:PORT/exec/TOKEN`` URLs fr
   ``b"\\x03command terminated with non-zero exit code: ... exit code 3"`` (plain text, no exit-code
   field; command not found: ``b"\\x03Internal error occurred: error executing command in ..."``).
 * Every session ends with the server's Close 1000 right after the status (or the last output).
-* ``tty=true`` (stderr off): output through the line discipline, ``b"\\x01/dev/pts/0\\r\\nhi\\r\\n"``.
+* ``tty=true`` with ``stdin=true`` (stderr off): output through the line discipline, e.g.
+  ``b"\\x01/dev/pts/0\\r\\nhi\\r\\n"`` (message boundaries vary), then the status; the session
+  ends when the process exits even though the client never closed stdin (it cannot, on v4).
+* ``tty=true`` WITHOUT stdin loses output on containerd 1.6.20: ``sh -c "tty; echo hi"`` delivered
+  nothing but ``b"\\x01"`` and the status in 20 of 30 runs, partial output in 3; output written
+  0.5 s after the start was lost 20 of 20 times. The exit status is still right. Tests that need a
+  TTY's output must request stdin too (as ``kubectl exec -it`` does).
 * CRI ``Exec`` itself refuses ``tty`` with ``stderr`` (gRPC INVALID_ARGUMENT "tty and stderr cannot
   both be true") and no streams at all ("one of stdin, stdout, or stderr must be set").
 * A URL is single use: a second upgrade gets ``404``. A plain GET (no upgrade) of a fresh URL gets
@@ -54,7 +62,7 @@ import socket
 from typing import Any
 
 import pytest
-from websockets.exceptions import ConnectionClosedOK, InvalidStatus, NegotiationError
+from websockets.exceptions import ConnectionClosedOK, InvalidHandshake, InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Subprotocol
 
@@ -206,7 +214,8 @@ def test_url_is_single_use(cri_runtime: CriRuntime) -> None:
 
 
 def test_tty_drops_stderr_and_uses_the_line_discipline(cri_runtime: CriRuntime) -> None:
-    url = cri_runtime.exec_url(["sh", "-c", "tty; echo hi"], tty=True)
+    # stdin=True: without it, containerd 1.6 loses a TTY's output (see the top of this file).
+    url = cri_runtime.exec_url(["sh", "-c", "tty; echo hi"], tty=True, stdin=True)
     _, messages, _ = exchange(url, [V4])
     frames = binary(messages)
     stdout = b"".join(f[1:] for f in frames if f[0] == 1)
@@ -218,7 +227,7 @@ def test_tty_drops_stderr_and_uses_the_line_discipline(cri_runtime: CriRuntime) 
 
 def test_no_subprotocol_gets_an_empty_protocol_header(cri_runtime: CriRuntime) -> None:
     """Raw socket: the strict websockets client cannot even complete this handshake."""
-    with pytest.raises(NegotiationError):
+    with pytest.raises(InvalidHandshake):  # NegotiationError or InvalidHeaderFormat
         exchange(cri_runtime.exec_url(["true"]), [])
 
     url = cri_runtime.exec_url(["echo", "hello"])
