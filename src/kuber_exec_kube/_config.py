@@ -1,0 +1,150 @@
+"""Cluster connection settings, loaded through the ``kubernetes`` package's config loaders.
+
+``kubernetes.config`` does the hard parts (kubeconfig merging, exec credential plugins, OIDC,
+client certificates, in-cluster service-account tokens and their refresh); this module turns its
+``Configuration`` into what an async HTTP client and a WebSocket client need: a base URL, an
+``ssl.SSLContext`` and fresh auth headers. Credentials stay inside: the repr names the kind of
+credential only, and no error message quotes one.
+"""
+
+from __future__ import annotations
+
+import base64
+import ssl
+from typing import Any
+from urllib.parse import urlsplit
+
+from kuber_exec_core import ExecError, ExecErrorCode
+
+__all__ = ["ClusterConfig"]
+
+
+class ClusterConfig:
+    """Where the API server is and how to authenticate to it.
+
+    Build it with :meth:`from_kubeconfig` or :meth:`in_cluster` (both block: they read files and
+    may run an exec credential plugin; adapters call them in a worker thread), or directly with a
+    server URL for an unauthenticated loopback server such as the sandbox.
+    """
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        configuration: Any = None,
+        credential_kind: str = "none",
+    ) -> None:
+        parts = urlsplit(server)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ExecError(
+                ExecErrorCode.INVALID, "The Kubernetes API server URL must be http(s)://host[:port]"
+            )
+        self.server = server.rstrip("/")
+        self.ssl_context = ssl_context
+        self._configuration = configuration
+        self._credential_kind = credential_kind
+
+    def __repr__(self) -> str:
+        return f"ClusterConfig(server={self.server!r}, credentials={self._credential_kind})"
+
+    @property
+    def websocket_base(self) -> str:
+        """The server URL with ``ws``/``wss`` for the exec upgrade."""
+        scheme, rest = self.server.split("://", 1)
+        return f"{'wss' if scheme == 'https' else 'ws'}://{rest}"
+
+    def auth_headers(self) -> list[tuple[str, str]]:
+        """Current auth headers; may block (token refresh, exec plugin). Empty without auth."""
+        configuration = self._configuration
+        if configuration is None:
+            return []
+        try:
+            # Calls refresh_api_key_hook first: exec plugins and OIDC tokens stay fresh.
+            token = configuration.get_api_key_with_prefix("authorization")
+        except Exception as error:
+            raise ExecError(
+                ExecErrorCode.FAILED,
+                f"Refreshing the Kubernetes credentials failed ({type(error).__name__})",
+            ) from None
+        if token:
+            return [("Authorization", token)]
+        username, password = configuration.username, configuration.password
+        if username or password:
+            basic = base64.b64encode(f"{username or ''}:{password or ''}".encode()).decode()
+            return [("Authorization", f"Basic {basic}")]
+        return []
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> ClusterConfig:
+        """Load ``path`` (default: ``$KUBECONFIG`` or ``~/.kube/config``), ``context`` or current.
+
+        Raises:
+            ExecError: ``EXEC_FAILED`` when the file or context cannot be loaded.
+        """
+        from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
+
+        configuration = client.Configuration()
+        try:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=path,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        except (ConfigException, OSError, ValueError, TypeError) as error:
+            raise ExecError(
+                ExecErrorCode.FAILED, f"Loading the kubeconfig failed: {_safe_text(error)}"
+            ) from None
+        return cls._from_configuration(configuration)
+
+    @classmethod
+    def in_cluster(cls) -> ClusterConfig:
+        """The pod's service account (token file re-read as it rotates).
+
+        Raises:
+            ExecError: ``EXEC_FAILED`` when not running in a pod.
+        """
+        from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
+
+        configuration = client.Configuration()
+        try:
+            config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        except (ConfigException, OSError) as error:
+            raise ExecError(
+                ExecErrorCode.FAILED,
+                f"Loading the in-cluster configuration failed: {_safe_text(error)}",
+            ) from None
+        return cls._from_configuration(configuration)
+
+    @classmethod
+    def _from_configuration(cls, configuration: Any) -> ClusterConfig:
+        server: str = configuration.host
+        context: ssl.SSLContext | None = None
+        if server.startswith("https://"):
+            # TLS verification is on unless the kubeconfig itself says insecure-skip-tls-verify.
+            context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
+            if not configuration.verify_ssl:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            if configuration.cert_file:
+                context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+        if configuration.api_key or configuration.refresh_api_key_hook:
+            kind = "token"
+        elif configuration.cert_file:
+            kind = "client-certificate"
+        elif configuration.username or configuration.password:
+            kind = "basic"
+        else:
+            kind = "none"
+        return cls(server, ssl_context=context, configuration=configuration, credential_kind=kind)
+
+
+def _safe_text(error: BaseException) -> str:
+    # Config errors name files and contexts, not secrets; still, keep them short.
+    text = str(error).strip() or type(error).__name__
+    return text if len(text) <= 300 else text[:300] + "…"

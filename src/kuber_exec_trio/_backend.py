@@ -1,0 +1,78 @@
+"""The backend seam (the seed's ``KubernetesExecBackend``), for trio.
+
+A backend reads Deployments and pods and opens exec connections; everything else (validation,
+ownership, ranking, the channel protocol, caps, frame order) happens in the core, so a backend
+can be swapped (a real API server, an in-memory test double) without changing any rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from kuber_exec_core import (
+    Deployment,
+    ExecStreams,
+    LabelSelector,
+    Message,
+    Pod,
+    ResolvedTarget,
+    Subprotocol,
+)
+
+__all__ = ["Backend", "ExecConnection"]
+
+
+class ExecConnection(Protocol):
+    """One open exec WebSocket: whole messages in and out, never fragmented."""
+
+    @property
+    def subprotocol(self) -> Subprotocol:
+        """The subprotocol the server chose (checked against the offer)."""
+        ...
+
+    @property
+    def closed_cleanly(self) -> bool:
+        """After ``receive_message`` returned ``None``: whether a Close frame arrived."""
+        ...
+
+    @property
+    def close_reason(self) -> str | None:
+        """After ``receive_message`` returned ``None``: why, if known (e.g. a keepalive timeout)."""
+        ...
+
+    async def send_message(self, message: Message) -> None:
+        """Send one whole message. Raises ``ExecError(EXEC_FAILED)`` once the connection is gone."""
+        ...
+
+    async def receive_message(self) -> Message | None:
+        """The next whole message, or ``None`` once the connection has ended."""
+        ...
+
+
+class Backend(Protocol):
+    """What ``ExecService`` needs from a cluster."""
+
+    async def get_deployment(self, namespace: str, name: str) -> Deployment | None:
+        """The Deployment, or ``None`` when it does not exist."""
+        ...
+
+    async def list_pods(self, namespace: str, selector: LabelSelector) -> Sequence[Pod]:
+        """The pods matching ``selector``, each with its owning Deployment uid resolved through
+        its ReplicaSet's controller reference (``None`` when it has none)."""
+        ...
+
+    def exec(
+        self,
+        target: ResolvedTarget,
+        command: Sequence[str],
+        streams: ExecStreams,
+        subprotocols: Sequence[Subprotocol],
+    ) -> AbstractAsyncContextManager[ExecConnection]:
+        """Open the exec WebSocket; leaving the context closes it.
+
+        Raises (on entry):
+            ExecError: the upgrade was refused or the server could not be reached.
+        """
+        ...
