@@ -4,8 +4,10 @@ The rules live in ``kuber_exec_core``; this package moves bytes with trio, trio-
 httpx. The core's request, frame, result and error types are re-exported here for convenience.
 """
 
+from kuber_exec_core import Backend as Backend
 from kuber_exec_core import Close as Close
 from kuber_exec_core import Error as Error
+from kuber_exec_core import ExecConnection as ExecConnection
 from kuber_exec_core import ExecError as ExecError
 from kuber_exec_core import ExecErrorCode as ExecErrorCode
 from kuber_exec_core import ExecLimits as ExecLimits
@@ -21,8 +23,6 @@ from kuber_exec_core import Stdout as Stdout
 from kuber_exec_core import Workspace as Workspace
 from kuber_exec_kube import ClusterConfig as ClusterConfig
 
-from ._backend import Backend as Backend
-from ._backend import ExecConnection as ExecConnection
 from ._kubernetes import KubernetesBackend as KubernetesBackend
 from ._service import ExecService as ExecService
 from ._session import InteractiveSession as InteractiveSession

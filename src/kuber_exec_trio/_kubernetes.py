@@ -30,11 +30,11 @@ from kuber_exec_core import (
     accept_subprotocol,
     exec_path,
     exec_upgrade_error,
+    single_exception,
 )
 from kuber_exec_kube import ClusterConfig, RestClient
 
 from ._connection import TrioWebSocketExecConnection
-from ._groups import single_exception
 
 __all__ = ["KubernetesBackend"]
 

@@ -17,6 +17,8 @@ import trio
 from kuber_exec_core import (
     DEFAULT_SUBPROTOCOLS,
     NEED_DATA,
+    Backend,
+    ExecConnection,
     ExecError,
     ExecErrorCode,
     ExecLimits,
@@ -31,13 +33,12 @@ from kuber_exec_core import (
     ResolvedTarget,
     TargetResolution,
     TargetResolved,
+    single_exception,
     validate_output_cap,
     validate_queue_capacity,
     validate_request,
 )
 
-from ._backend import Backend, ExecConnection
-from ._groups import single_exception
 from ._session import InteractiveSession
 
 __all__ = ["ExecService"]

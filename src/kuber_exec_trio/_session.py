@@ -18,6 +18,7 @@ from kuber_exec_core import (
     SESSION_ENDED,
     ClientFrame,
     Close,
+    ExecConnection,
     ExecError,
     ExecErrorCode,
     ExecSession,
@@ -27,8 +28,6 @@ from kuber_exec_core import (
     Stdin,
     Subprotocol,
 )
-
-from ._backend import ExecConnection
 
 __all__ = ["InteractiveSession"]
 

@@ -1,8 +1,9 @@
-"""Keep trio's strict exception groups out of the public API.
+"""Keep exception groups of one out of the public API.
 
-Since trio 0.25 an exception raised in a nursery's body comes out wrapped in an exception group.
-kuber-exec's context managers own nurseries around the caller's code; callers should see
-``ExecError`` (or ``Cancelled``) itself, not a group of one.
+An exception raised in the body of a trio nursery (trio >= 0.25) or of an asyncio ``TaskGroup``
+comes out wrapped in an exception group. The adapters' context managers own such task groups
+around the caller's code; callers should see ``ExecError`` (or the cancellation) itself.
+Pure Python, no I/O: shared by both adapters, so it lives here.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
-"""The backend seam (the seed's ``KubernetesExecBackend``), for trio.
+"""The backend seam (the seed's ``KubernetesExecBackend``), shared by both adapters.
 
 A backend reads Deployments and pods and opens exec connections; everything else (validation,
 ownership, ranking, the channel protocol, caps, frame order) happens in the core, so a backend
 can be swapped (a real API server, an in-memory test double) without changing any rule.
+
+The protocols only describe awaitables: the same seam serves trio (``kuber_exec_trio``) and
+asyncio (``kuber_exec_asyncio``); each adapter's implementations use its own runtime.
 """
 
 from __future__ import annotations
@@ -11,15 +14,12 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from kuber_exec_core import (
-    Deployment,
-    ExecStreams,
-    LabelSelector,
-    Message,
-    Pod,
-    ResolvedTarget,
-    Subprotocol,
-)
+from ._channels import Message
+from ._exec_url import ExecStreams
+from ._objects import Deployment, Pod
+from ._selector import LabelSelector
+from ._subprotocols import Subprotocol
+from ._target import ResolvedTarget
 
 __all__ = ["Backend", "ExecConnection"]
 
