@@ -6,6 +6,8 @@ socket, reads a clock, starts a thread or imports trio or asyncio: the adapters
 (``kuber_exec_trio``, ``kuber_exec_asyncio``) move the bytes and wait.
 """
 
+from ._backend import Backend as Backend
+from ._backend import ExecConnection as ExecConnection
 from ._channels import MAX_CLIENT_PAYLOAD_BYTES as MAX_CLIENT_PAYLOAD_BYTES
 from ._channels import Channel as Channel
 from ._channels import Message as Message
@@ -31,6 +33,7 @@ from ._frames import Stderr as Stderr
 from ._frames import Stdin as Stdin
 from ._frames import Stdout as Stdout
 from ._frames import TerminalFrame as TerminalFrame
+from ._groups import single_exception as single_exception
 from ._kube_api import ApiGet as ApiGet
 from ._kube_api import ApiPlan as ApiPlan
 from ._kube_api import ApiResponse as ApiResponse
@@ -198,6 +201,10 @@ __all__ = [
     "Stdin",
     "Stdout",
     "TerminalFrame",
+    # adapter seam
+    "Backend",
+    "ExecConnection",
+    "single_exception",
     # server side
     "ClientMessage",
     "ResizeReceived",
