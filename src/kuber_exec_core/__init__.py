@@ -13,6 +13,10 @@ from ._channels import Channel as Channel
 from ._channels import Message as Message
 from ._channels import decode_message as decode_message
 from ._channels import encode_message as encode_message
+from ._drivers import collect_execute as collect_execute
+from ._drivers import pump_session as pump_session
+from ._drivers import resolve_target as resolve_target
+from ._drivers import send_quietly as send_quietly
 from ._errors import ExecError as ExecError
 from ._errors import ExecErrorCode as ExecErrorCode
 from ._errors import ExecOutputLimitError as ExecOutputLimitError
@@ -33,6 +37,7 @@ from ._frames import Stderr as Stderr
 from ._frames import Stdin as Stdin
 from ._frames import Stdout as Stdout
 from ._frames import TerminalFrame as TerminalFrame
+from ._frames import stdin_bytes as stdin_bytes
 from ._groups import single_exception as single_exception
 from ._kube_api import ApiGet as ApiGet
 from ._kube_api import ApiPlan as ApiPlan
@@ -205,6 +210,11 @@ __all__ = [
     "Backend",
     "ExecConnection",
     "single_exception",
+    "collect_execute",
+    "pump_session",
+    "resolve_target",
+    "send_quietly",
+    "stdin_bytes",
     # server side
     "ClientMessage",
     "ResizeReceived",

@@ -22,6 +22,7 @@ __all__ = [
     "Stdin",
     "Stdout",
     "TerminalFrame",
+    "stdin_bytes",
 ]
 
 _REPR_PREVIEW = 32
@@ -33,7 +34,8 @@ def _short(data: bytes) -> str:
     return f"<{len(data)} bytes: {data[:_REPR_PREVIEW]!r}…>"
 
 
-def _stdin_bytes(value: object) -> bytes:
+def stdin_bytes(value: object) -> bytes:
+    """``value`` as stdin bytes: bytes-like as is, ``str`` as UTF-8; else ``EXEC_INVALID``."""
     if isinstance(value, bytes):
         return value
     if isinstance(value, bytearray | memoryview):
@@ -67,7 +69,7 @@ class Stdin(ClientFrame):
     Closing stdin needs ``v5.channel.k8s.io``; on older subprotocols it raises ``EXEC_INVALID``.
     """
 
-    data: bytes = attrs.field(default=b"", converter=_stdin_bytes)
+    data: bytes = attrs.field(default=b"", converter=stdin_bytes)
     eof: bool = False
 
     def __repr__(self) -> str:

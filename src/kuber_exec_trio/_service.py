@@ -9,31 +9,26 @@ using a closed session raises).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import trio
 
 from kuber_exec_core import (
     DEFAULT_SUBPROTOCOLS,
-    NEED_DATA,
     Backend,
-    ExecConnection,
-    ExecError,
-    ExecErrorCode,
     ExecLimits,
     ExecRequest,
     ExecResult,
     ExecSession,
     ExecStreams,
     ExecuteRun,
-    FetchDeployment,
-    FetchPods,
-    Message,
     ResolvedTarget,
-    TargetResolution,
-    TargetResolved,
+    collect_execute,
+    resolve_target,
+    send_quietly,
     single_exception,
+    stdin_bytes,
     validate_output_cap,
     validate_queue_capacity,
     validate_request,
@@ -44,19 +39,6 @@ from ._session import InteractiveSession
 __all__ = ["ExecService"]
 
 logger = logging.getLogger("kuber_exec.trio")
-
-
-def _stdin_bytes(stdin: bytes | bytearray | memoryview | str | None) -> bytes | None:
-    if stdin is None or isinstance(stdin, bytes):
-        return stdin
-    if isinstance(stdin, bytearray | memoryview):
-        return bytes(stdin)
-    if isinstance(stdin, str):
-        try:
-            return stdin.encode("utf-8")
-        except UnicodeEncodeError:
-            pass
-    raise ExecError(ExecErrorCode.INVALID, "stdin data must be a string or bytes")
 
 
 class ExecService:
@@ -81,22 +63,15 @@ class ExecService:
             ExecError: ``EXEC_INVALID``, ``EXEC_TARGET_NOT_FOUND``, ``EXEC_TARGET_FORBIDDEN``,
                 ``EXEC_TARGET_NOT_READY``, or ``EXEC_FAILED`` when the API fails.
         """
-        plan = TargetResolution(request, self.limits)
-        while True:
-            match plan.next_step():
-                case FetchDeployment(namespace=namespace, name=name):
-                    plan.deployment_received(await self.backend.get_deployment(namespace, name))
-                case FetchPods(namespace=namespace, selector=selector):
-                    plan.pods_received(await self.backend.list_pods(namespace, selector))
-                case TargetResolved(target=target):
-                    logger.info(
-                        "resolved %s/%s to pod %s container %s",
-                        target.namespace,
-                        target.deployment,
-                        target.pod,
-                        target.container,
-                    )
-                    return target
+        target = await resolve_target(self.backend, request, self.limits)
+        logger.info(
+            "resolved %s/%s to pod %s container %s",
+            target.namespace,
+            target.deployment,
+            target.pod,
+            target.container,
+        )
+        return target
 
     async def execute(
         self,
@@ -120,7 +95,7 @@ class ExecService:
         """
         stdout_limit = validate_output_cap(stdout_cap, "stdout", self.limits)
         stderr_limit = validate_output_cap(stderr_cap, "stderr", self.limits)
-        stdin_data = _stdin_bytes(stdin)
+        stdin_data = None if stdin is None else stdin_bytes(stdin)
         validate_request(request, self.limits)
         target = await self.resolve_target(request)
         streams = ExecStreams(stdin=stdin_data is not None, stdout=True, stderr=True, tty=False)
@@ -139,8 +114,8 @@ class ExecService:
                     if messages:
                         # Concurrently with reading: a command that echoes a large stdin
                         # would otherwise fill every buffer and deadlock.
-                        nursery.start_soon(_send_quietly, connection, messages)
-                    result = await _collect(run, connection)
+                        nursery.start_soon(send_quietly, connection, messages)
+                    result = await collect_execute(run, connection)
                     nursery.cancel_scope.cancel()
         logger.info("exec in %s/%s exited %d", target.namespace, target.pod, result.exit_code)
         return result
@@ -183,24 +158,3 @@ class ExecService:
                     finally:
                         await session.aclose()
                         nursery.cancel_scope.cancel()
-
-
-async def _collect(run: ExecuteRun, connection: ExecConnection) -> ExecResult:
-    while (outcome := run.next_outcome()) is NEED_DATA:
-        message = await connection.receive_message()
-        if message is None:
-            run.connection_closed(clean=connection.closed_cleanly, reason=connection.close_reason)
-        else:
-            run.receive_message(message)
-    assert isinstance(outcome, ExecResult)
-    return outcome
-
-
-async def _send_quietly(connection: ExecConnection, messages: Sequence[Message]) -> None:
-    # A send that fails because the process ended without reading all of its stdin is not an
-    # error of the run: the status still tells how it ended.
-    try:
-        for message in messages:
-            await connection.send_message(message)
-    except ExecError:
-        return

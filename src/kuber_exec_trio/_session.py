@@ -14,8 +14,6 @@ from collections.abc import AsyncIterator
 import trio
 
 from kuber_exec_core import (
-    NEED_DATA,
-    SESSION_ENDED,
     ClientFrame,
     Close,
     ExecConnection,
@@ -27,6 +25,7 @@ from kuber_exec_core import (
     ServerFrame,
     Stdin,
     Subprotocol,
+    pump_session,
 )
 
 __all__ = ["InteractiveSession"]
@@ -113,21 +112,11 @@ class InteractiveSession:
         """The reader task: core events into the bounded channel until the terminal frame."""
         with self._reader_scope:
             async with self._frames_in:
-                while True:
-                    event = self._session.next_event()
-                    if event is NEED_DATA:
-                        message = await self._connection.receive_message()
-                        if message is None:
-                            self._session.connection_closed(
-                                clean=self._connection.closed_cleanly,
-                                reason=self._connection.close_reason,
-                            )
-                        else:
-                            self._session.receive_message(message)
-                    elif event is SESSION_ENDED:
-                        return
-                    else:
-                        try:
-                            await self._frames_in.send(event)
-                        except trio.BrokenResourceError:
-                            return  # The consumer closed: nothing more to deliver.
+                await pump_session(self._session, self._connection, self._deliver)
+
+    async def _deliver(self, frame: ServerFrame) -> bool:
+        try:
+            await self._frames_in.send(frame)
+        except trio.BrokenResourceError:
+            return False  # The consumer closed: nothing more to deliver.
+        return True

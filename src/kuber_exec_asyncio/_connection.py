@@ -1,0 +1,93 @@
+"""An :class:`ExecConnection` over a ``websockets`` asyncio connection, with keepalive pings."""
+
+from __future__ import annotations
+
+import asyncio
+
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
+
+from kuber_exec_core import ExecError, ExecErrorCode, Message, Subprotocol
+
+__all__ = ["AsyncioWebSocketExecConnection"]
+
+
+class AsyncioWebSocketExecConnection:
+    """Wraps a ``websockets`` client connection; see :class:`ExecConnection`.
+
+    Keepalive (protocol.md §7: servers never ping, load balancers drop idle connections): the
+    ``keepalive`` task pings every ``interval`` seconds. A pong that does not come within
+    ``pong_timeout`` while this side is waiting for data means the peer is dead: the pending
+    ``receive_message`` returns ``None`` with that reason. While the consumer is slow (not
+    waiting for data), websockets has paused reading behind unread messages and cannot see the
+    pong, so a late pong then is our own backpressure, not a dead peer, and is not fatal.
+    """
+
+    def __init__(self, websocket: ClientConnection, subprotocol: Subprotocol) -> None:
+        self._websocket = websocket
+        self._subprotocol = subprotocol
+        self._receiving = False
+        self._closed = False
+        self._clean = False
+        self._reason: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<AsyncioWebSocketExecConnection {self._subprotocol.value} closed={self._closed}>"
+
+    @property
+    def subprotocol(self) -> Subprotocol:
+        return self._subprotocol
+
+    @property
+    def closed_cleanly(self) -> bool:
+        return self._clean
+
+    @property
+    def close_reason(self) -> str | None:
+        return self._reason
+
+    async def send_message(self, message: Message) -> None:
+        try:
+            await self._websocket.send(message)
+        except ConnectionClosed:
+            raise ExecError(
+                ExecErrorCode.FAILED, "The exec connection closed while sending"
+            ) from None
+
+    async def receive_message(self) -> Message | None:
+        if self._closed:
+            return None
+        self._receiving = True
+        try:
+            message: Message = await self._websocket.recv()
+            return message
+        except ConnectionClosed as closed:
+            # A no-op when keepalive already ended the connection with its own reason.
+            self._end(clean=closed.rcvd is not None, reason=None)
+            return None
+        finally:
+            self._receiving = False
+
+    def _end(self, *, clean: bool, reason: str | None) -> None:
+        if not self._closed:
+            self._closed = True
+            self._clean = clean
+            self._reason = reason
+
+    async def keepalive(self, interval: float, pong_timeout: float) -> None:
+        """Ping forever (until cancelled); end the connection when the peer stops answering."""
+        while not self._closed:
+            await asyncio.sleep(interval)
+            try:
+                pong = await self._websocket.ping()
+                await asyncio.wait_for(pong, pong_timeout)
+            except ConnectionClosed:
+                return
+            except TimeoutError:
+                if self._receiving:
+                    self._end(
+                        clean=False, reason=f"no pong from the server within {pong_timeout:g} s"
+                    )
+                    # Aborting the transport wakes the pending recv() with ConnectionClosed.
+                    self._websocket.transport.abort()
+                    return

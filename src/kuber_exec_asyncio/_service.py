@@ -1,0 +1,162 @@
+"""``ExecService`` on asyncio: the seed's ``ExecService`` (resolveTarget, execute, openInteractive).
+
+Every rule comes from ``kuber_exec_core``; this module only awaits the backend and moves bytes.
+Cancellation is asyncio's: cancelling a call closes its socket and ``CancelledError`` propagates
+(the seed's ``EXEC_ABORTED`` for an aborted signal maps to task cancellation; ``EXEC_ABORTED`` is
+what using a closed session raises).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from kuber_exec_core import (
+    DEFAULT_SUBPROTOCOLS,
+    Backend,
+    ExecLimits,
+    ExecRequest,
+    ExecResult,
+    ExecSession,
+    ExecStreams,
+    ExecuteRun,
+    ResolvedTarget,
+    collect_execute,
+    resolve_target,
+    send_quietly,
+    single_exception,
+    stdin_bytes,
+    validate_output_cap,
+    validate_queue_capacity,
+    validate_request,
+)
+
+from ._session import InteractiveSession
+
+__all__ = ["ExecService"]
+
+logger = logging.getLogger("kuber_exec.asyncio")
+
+
+class ExecService:
+    """Runs commands in a workspace's Deployment pods, through ``backend``.
+
+    Args:
+        backend: a :class:`Backend` (``KubernetesBackend`` for a real cluster).
+        limits: the service's limits (the seed's defaults when ``None``).
+    """
+
+    def __init__(self, backend: Backend, limits: ExecLimits | None = None) -> None:
+        self.backend = backend
+        self.limits = limits if limits is not None else ExecLimits()
+
+    def __repr__(self) -> str:
+        return f"ExecService({self.backend!r}, {self.limits!r})"
+
+    async def resolve_target(self, request: ExecRequest) -> ResolvedTarget:
+        """Validate ``request`` and pick the pod and container (the seed's ``resolveTarget``).
+
+        Raises:
+            ExecError: ``EXEC_INVALID``, ``EXEC_TARGET_NOT_FOUND``, ``EXEC_TARGET_FORBIDDEN``,
+                ``EXEC_TARGET_NOT_READY``, or ``EXEC_FAILED`` when the API fails.
+        """
+        target = await resolve_target(self.backend, request, self.limits)
+        logger.info(
+            "resolved %s/%s to pod %s container %s",
+            target.namespace,
+            target.deployment,
+            target.pod,
+            target.container,
+        )
+        return target
+
+    async def execute(
+        self,
+        request: ExecRequest,
+        *,
+        stdout_cap: int | None = None,
+        stderr_cap: int | None = None,
+        stdin: bytes | bytearray | memoryview | str | None = None,
+    ) -> ExecResult:
+        """Run a command to completion and capture its output (no TTY).
+
+        ``stdin``, if given, is sent whole and then closed; that needs ``v5.channel.k8s.io``, so
+        only v5 is offered and an older server refuses before the command starts.
+
+        Raises:
+            ExecOutputLimitError: a stream passed its cap (the socket is closed at once).
+            ExecError: any code of :meth:`resolve_target`; ``EXEC_INVALID`` for bad caps or
+                stdin; ``EXEC_FAILED`` when the command could not run or the connection ended
+                without an exit status.
+            asyncio.CancelledError: the caller was cancelled; the socket is closed first.
+        """
+        stdout_limit = validate_output_cap(stdout_cap, "stdout", self.limits)
+        stderr_limit = validate_output_cap(stderr_cap, "stderr", self.limits)
+        stdin_data = None if stdin is None else stdin_bytes(stdin)
+        validate_request(request, self.limits)
+        target = await self.resolve_target(request)
+        streams = ExecStreams(stdin=stdin_data is not None, stdout=True, stderr=True, tty=False)
+        offer = ExecuteRun.subprotocols(stdin=stdin_data is not None)
+        async with self.backend.exec(target, request.command, streams, offer) as connection:
+            run = ExecuteRun(
+                target,
+                connection.subprotocol,
+                stdout_cap=stdout_limit,
+                stderr_cap=stderr_limit,
+                stdin=stdin_data,
+            )
+            messages = run.stdin_messages()
+            with single_exception():
+                async with asyncio.TaskGroup() as tasks:
+                    sender = None
+                    if messages:
+                        # Concurrently with reading: a command that echoes a large stdin
+                        # would otherwise fill every buffer and deadlock.
+                        sender = tasks.create_task(send_quietly(connection, messages))
+                    try:
+                        result = await collect_execute(run, connection)
+                    finally:
+                        if sender is not None:
+                            sender.cancel()
+        logger.info("exec in %s/%s exited %d", target.namespace, target.pod, result.exit_code)
+        return result
+
+    @asynccontextmanager
+    async def open_interactive(
+        self,
+        request: ExecRequest,
+        *,
+        tty: bool = True,
+        queue_capacity: int | None = None,
+    ) -> AsyncIterator[InteractiveSession]:
+        """Open an interactive session (stdin open; a TTY by default).
+
+        Use as ``async with service.open_interactive(request) as session:``. Leaving the block
+        closes the socket (a client close: the remote process is not signalled).
+
+        Raises (on entry):
+            ExecError: as :meth:`resolve_target`, ``EXEC_INVALID`` for a bad queue capacity.
+        """
+        capacity = validate_queue_capacity(queue_capacity, self.limits)
+        validate_request(request, self.limits)
+        target = await self.resolve_target(request)
+        streams = ExecStreams(stdin=True, stdout=True, stderr=not tty, tty=tty)
+        async with self.backend.exec(
+            target, request.command, streams, DEFAULT_SUBPROTOCOLS
+        ) as connection:
+            core = ExecSession(
+                connection.subprotocol,
+                tty=tty,
+                stdin=True,
+                max_stdin_frame_bytes=self.limits.max_stdin_frame_bytes,
+            )
+            session = InteractiveSession(target, connection, core, capacity)
+            with single_exception():
+                async with asyncio.TaskGroup() as tasks:
+                    session.start_reader(tasks)
+                    try:
+                        yield session
+                    finally:
+                        await session.aclose()

@@ -1,0 +1,129 @@
+"""``InteractiveSession``: the seed's ``DuplexSession`` on asyncio.
+
+One reader task ("next event; if it needs data, await a message and feed it") moves frames from
+the core's session into a bounded ``asyncio.Queue`` of ``queue_capacity`` frames; when the
+consumer stops reading, the queue fills, the reader stops reading the socket, and TCP pushes back
+on the server. One locked send path writes the client's frames. The core decides everything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+
+from kuber_exec_core import (
+    ClientFrame,
+    Close,
+    ExecConnection,
+    ExecError,
+    ExecErrorCode,
+    ExecSession,
+    Resize,
+    ResolvedTarget,
+    ServerFrame,
+    Stdin,
+    Subprotocol,
+    pump_session,
+)
+
+__all__ = ["InteractiveSession"]
+
+logger = logging.getLogger("kuber_exec.asyncio.session")
+
+# Marks the end of the frame queue (after the terminal frame, or at a client close).
+_END = object()
+
+
+class InteractiveSession:
+    """A running interactive exec, yielded by ``ExecService.open_interactive``.
+
+    Iterate it for ``Stdout`` / ``Stderr`` frames followed by exactly one ``Exit`` or ``Error``
+    (then iteration ends); ``send`` ``Stdin`` / ``Resize`` / ``Close`` frames. After ``aclose``
+    (or a ``Close`` frame) iteration ends at once and ``send`` raises ``EXEC_ABORTED``.
+    Cancelling the task that awaits ``send`` or the iteration cancels only that await; leaving
+    the ``open_interactive`` block closes the socket.
+    """
+
+    def __init__(
+        self,
+        target: ResolvedTarget,
+        connection: ExecConnection,
+        session: ExecSession,
+        queue_capacity: int,
+    ) -> None:
+        self.target = target
+        self._connection = connection
+        self._session = session
+        self._frames: asyncio.Queue[object] = asyncio.Queue(maxsize=queue_capacity)
+        self._send_lock = asyncio.Lock()
+        self._reader: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<InteractiveSession pod={self.target.pod!r} container={self.target.container!r} "
+            f"{self.protocol.value} {self._session.state.name}>"
+        )
+
+    @property
+    def protocol(self) -> Subprotocol:
+        """The negotiated subprotocol (stdin EOF needs ``v5.channel.k8s.io``)."""
+        return self._session.subprotocol
+
+    async def send(self, frame: ClientFrame) -> None:
+        """Send a client frame.
+
+        Raises:
+            ExecError: ``EXEC_ABORTED`` once the session has ended or was closed;
+                ``EXEC_INVALID`` for a frame the session cannot carry (nothing is sent);
+                ``EXEC_FAILED`` when the connection broke while sending.
+        """
+        if isinstance(frame, Close):
+            await self.aclose()
+            return
+        if not isinstance(frame, Stdin | Resize):
+            raise ExecError(ExecErrorCode.INVALID, "Unknown interactive exec frame")
+        async with self._send_lock:
+            # Under the lock, so that two senders' chunks never interleave.
+            for message in self._session.send(frame):
+                await self._connection.send_message(message)
+
+    async def aclose(self) -> None:
+        """Close from the client side: no more frames are yielded; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._session.send(Close())
+        if self._reader is not None:
+            self._reader.cancel()
+        # Nothing after a client close: drop what is queued, then wake any consumer.
+        while not self._frames.empty():
+            self._frames.get_nowait()
+        self._frames.put_nowait(_END)
+
+    def __aiter__(self) -> AsyncIterator[ServerFrame]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[ServerFrame]:
+        while True:
+            frame = await self._frames.get()
+            if frame is _END:
+                self._frames.put_nowait(_END)  # every later iteration ends too
+                return
+            assert isinstance(frame, ServerFrame)
+            yield frame
+
+    def start_reader(self, tasks: asyncio.TaskGroup) -> None:
+        """Start the reader task in ``tasks`` (the session's owner's task group)."""
+        self._reader = tasks.create_task(self._run_reader())
+
+    async def _run_reader(self) -> None:
+        """Core events into the bounded queue until the terminal frame."""
+        await pump_session(self._session, self._connection, self._deliver)
+        if not self._closed:
+            await self._frames.put(_END)
+
+    async def _deliver(self, frame: ServerFrame) -> bool:
+        await self._frames.put(frame)
+        return True

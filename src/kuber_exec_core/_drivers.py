@@ -1,0 +1,94 @@
+"""Runtime-neutral drivers: coroutines that only await the backend seam's protocols.
+
+They start no tasks, read no clock and touch no socket themselves: every await is on a
+``Backend`` or ``ExecConnection`` method or on a callback, so the same code runs under trio and
+asyncio. Keeping them here is what lets the two adapters differ only in runtime idioms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from ._backend import Backend, ExecConnection
+from ._channels import Message
+from ._errors import ExecError
+from ._execute import ExecResult, ExecuteRun
+from ._frames import ServerFrame
+from ._limits import ExecLimits
+from ._request import ExecRequest
+from ._resolution import FetchDeployment, FetchPods, TargetResolution, TargetResolved
+from ._session import NEED_DATA, SESSION_ENDED, ExecSession
+from ._target import ResolvedTarget
+
+__all__ = ["collect_execute", "pump_session", "resolve_target", "send_quietly"]
+
+
+async def resolve_target(
+    backend: Backend, request: ExecRequest, limits: ExecLimits
+) -> ResolvedTarget:
+    """Run a :class:`TargetResolution` against ``backend``.
+
+    Raises:
+        ExecError: the seed's validation and targeting errors, or the backend's.
+    """
+    plan = TargetResolution(request, limits)
+    while True:
+        match plan.next_step():
+            case FetchDeployment(namespace=namespace, name=name):
+                plan.deployment_received(await backend.get_deployment(namespace, name))
+            case FetchPods(namespace=namespace, selector=selector):
+                plan.pods_received(await backend.list_pods(namespace, selector))
+            case TargetResolved(target=target):
+                return target
+
+
+async def _feed(session: ExecSession, connection: ExecConnection) -> None:
+    message = await connection.receive_message()
+    if message is None:
+        session.connection_closed(clean=connection.closed_cleanly, reason=connection.close_reason)
+    else:
+        session.receive_message(message)
+
+
+async def collect_execute(run: ExecuteRun, connection: ExecConnection) -> ExecResult:
+    """Feed ``run`` from ``connection`` until it has a result.
+
+    Raises:
+        ExecOutputLimitError, ExecError: as :meth:`ExecuteRun.next_outcome`.
+    """
+    while (outcome := run.next_outcome()) is NEED_DATA:
+        await _feed(run.session, connection)
+    assert isinstance(outcome, ExecResult)
+    return outcome
+
+
+async def send_quietly(connection: ExecConnection, messages: Sequence[Message]) -> None:
+    """Send ``messages``; stop silently if the connection is gone.
+
+    For ``execute``'s stdin: a process that exits without reading all of it closes the
+    connection, and the status (not the failed send) says how the run ended.
+    """
+    try:
+        for message in messages:
+            await connection.send_message(message)
+    except ExecError:
+        return
+
+
+async def pump_session(
+    session: ExecSession,
+    connection: ExecConnection,
+    deliver: Callable[[ServerFrame], Awaitable[bool]],
+) -> None:
+    """The interactive reader loop: next event; if it needs data, await a message and feed it.
+
+    ``deliver`` hands a frame to the consumer (blocking while its bounded queue is full, which is
+    the backpressure) and returns ``False`` when the consumer is gone. Returns after the
+    terminal frame, a client close, or a gone consumer.
+    """
+    while True:
+        event = session.next_event()
+        if event is NEED_DATA:
+            await _feed(session, connection)
+        elif event is SESSION_ENDED or not await deliver(event):
+            return
