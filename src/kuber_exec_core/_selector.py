@@ -162,9 +162,10 @@ class LabelSelector:
             values = expression.get("values") or []
             if not isinstance(values, list):
                 raise _malformed("matchExpressions values is not a list")
-            if name in _SET_OPERATORS:
+            # isinstance first: a JSON list or object as the operator is unhashable.
+            if isinstance(name, str) and name in _SET_OPERATORS:
                 operator = _SET_OPERATORS[name]
-            elif name in _EXISTENCE_OPERATORS:
+            elif isinstance(name, str) and name in _EXISTENCE_OPERATORS:
                 operator = _EXISTENCE_OPERATORS[name]
             else:
                 raise _malformed(f"unknown operator {name!r}")
