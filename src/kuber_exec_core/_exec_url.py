@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from urllib.parse import quote, urlencode
 
 import attrs
 
+from ._errors import ExecError, ExecErrorCode
 from ._target import ResolvedTarget
 
-__all__ = ["ExecStreams", "exec_path"]
+__all__ = ["ExecQuery", "ExecStreams", "exec_path", "parse_exec_flag", "parse_exec_query"]
 
 
 @attrs.frozen(kw_only=True)
@@ -44,3 +45,59 @@ def exec_path(target: ResolvedTarget, command: Sequence[str], streams: ExecStrea
     namespace = quote(target.namespace, safe="")
     pod = quote(target.pod, safe="")
     return f"/api/v1/namespaces/{namespace}/pods/{pod}/exec?{urlencode(query, quote_via=quote)}"
+
+
+def parse_exec_flag(values: Sequence[str]) -> bool:
+    """Server side: one boolean query parameter as the API server reads it (protocol.md §2).
+
+    Absent is false; otherwise only the first value counts, and it is false when it is ``0`` or
+    ``false`` in any letter case (apimachinery's ``Convert_Slice_string_To_bool`` uses
+    ``strings.EqualFold``; the official Python client sends ``False``). Any other value, including
+    the empty string, is true.
+    """
+    if not values:
+        return False
+    first = values[0]
+    return not (first == "0" or first.lower() == "false")
+
+
+@attrs.frozen(kw_only=True)
+class ExecQuery:
+    """Server side: what an exec (or attach) upgrade request asks for."""
+
+    command: tuple[str, ...]
+    container: str | None
+    streams: ExecStreams
+
+
+def parse_exec_query(pairs: Iterable[tuple[str, str]]) -> ExecQuery:
+    """Server side: read an exec request's decoded query pairs (protocol.md §2).
+
+    One ``command`` per argv element, in order; ``container`` (first value, empty means not
+    given); the four flags per :func:`parse_exec_flag`. With ``tty`` the server forces stderr off,
+    as the kubelet does.
+
+    Raises:
+        ExecError: ``EXEC_INVALID`` when none of stdin, stdout and stderr is requested (the
+            kubelet's "you must specify at least 1 of stdin, stdout, stderr").
+    """
+    values: dict[str, list[str]] = {}
+    for key, value in pairs:
+        values.setdefault(key, []).append(value)
+    containers = values.get("container", [])
+    tty = parse_exec_flag(values.get("tty", []))
+    streams = ExecStreams(
+        stdin=parse_exec_flag(values.get("stdin", [])),
+        stdout=parse_exec_flag(values.get("stdout", [])),
+        stderr=parse_exec_flag(values.get("stderr", [])) and not tty,
+        tty=tty,
+    )
+    if not (streams.stdin or streams.stdout or parse_exec_flag(values.get("stderr", []))):
+        raise ExecError(
+            ExecErrorCode.INVALID, "you must specify at least 1 of stdin, stdout, stderr"
+        )
+    return ExecQuery(
+        command=tuple(values.get("command", [])),
+        container=containers[0] if containers and containers[0] else None,
+        streams=streams,
+    )

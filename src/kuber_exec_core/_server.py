@@ -17,12 +17,18 @@ from ._errors import ExecProtocolError
 from ._subprotocols import Subprotocol
 
 __all__ = [
+    "MAX_CLIENT_FRAME_BYTES",
     "ClientMessage",
     "ResizeReceived",
     "ServerChannel",
     "StdinClosed",
     "StdinReceived",
 ]
+
+
+#: The largest client frame a real server reads (x/net/websocket's ``DefaultMaxPayloadBytes``, which
+#: wsstream uses): a bigger frame ends the session (protocol.md §3).
+MAX_CLIENT_FRAME_BYTES = 32 << 20
 
 
 @attrs.frozen
@@ -66,6 +72,19 @@ class ServerChannel:
     def status(self, status: bytes) -> Message:
         """The channel-3 message carrying a Status (or pre-v4 failure text)."""
         return encode_message(self.subprotocol, Channel.ERROR, status)
+
+    def status_message(self, status: bytes) -> Message | None:
+        """What to send on channel 3 for a finished exec whose outcome is the Status ``status``.
+
+        v4/v5: the Status JSON itself. Pre-v4 (protocol.md §4): nothing on success, and only the
+        Status ``message`` as plain text on failure (the kubelet's v1 status writer).
+        """
+        if self.subprotocol.has_structured_status:
+            return self.status(status)
+        decoded = json.loads(status)
+        if decoded.get("status") == "Success":
+            return None
+        return self.status(str(decoded.get("message", "")).encode("utf-8"))
 
     def decode_client(self, message: Message) -> ClientMessage | None:
         """One client message as an event, or ``None`` when the server drops it.

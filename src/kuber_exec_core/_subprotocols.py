@@ -19,6 +19,7 @@ __all__ = [
     "accept_subprotocol",
     "choose_subprotocol",
     "parse_subprotocol_header",
+    "server_subprotocols",
 ]
 
 
@@ -87,3 +88,27 @@ def choose_subprotocol(
         if token in supported_values:
             return supported_values[token]
     return None
+
+
+#: What the container runtime's streaming server accepts on the legacy path (protocol.md §1).
+LEGACY_SERVER_SUBPROTOCOLS: tuple[Subprotocol, ...] = (
+    Subprotocol.V4,
+    Subprotocol.V4_BASE64,
+    Subprotocol.BASE64,
+    Subprotocol.LEGACY,
+)
+
+
+def server_subprotocols(
+    client_offer: Sequence[str], *, v5_enabled: bool
+) -> tuple[Subprotocol, ...]:
+    """Server side: which protocols the answering server supports for this offer (protocol.md §1).
+
+    A 1.30+ API server (``v5_enabled``) terminates the WebSocket itself when the offer contains
+    ``v5.channel.k8s.io`` anywhere, and then accepts only v5; every other request is proxied to the
+    runtime's streaming server, which knows v4, v4.base64, base64 and legacy, but not v5.
+    Feed the result to :func:`choose_subprotocol`.
+    """
+    if v5_enabled and Subprotocol.V5.value in client_offer:
+        return (Subprotocol.V5,)
+    return LEGACY_SERVER_SUBPROTOCOLS
