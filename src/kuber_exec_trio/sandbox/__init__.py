@@ -1,0 +1,42 @@
+"""The sandbox API server: a loopback Kubernetes that kuber-exec, kubectl and the official
+``kubernetes`` client can exec into. Its pods run commands as local processes.
+
+Start it with ``async with serve_sandbox() as sandbox`` (trio), ``with run_sandbox_in_thread()``
+(any other code), or ``kuber-exec sandbox`` at a shell. See ``docs/sandbox.md``.
+"""
+
+from ._cluster import Cluster as Cluster
+from ._cluster import ContainerState as ContainerState
+from ._cluster import DeploymentObject as DeploymentObject
+from ._cluster import Namespace as Namespace
+from ._cluster import OwnerRef as OwnerRef
+from ._cluster import PodObject as PodObject
+from ._cluster import PodSpec as PodSpec
+from ._cluster import ReplicaSetObject as ReplicaSetObject
+from ._cluster import demo_cluster as demo_cluster
+from ._cluster import stable_uid as stable_uid
+from ._server import NonLoopbackError as NonLoopbackError
+from ._server import Sandbox as Sandbox
+from ._server import serve_sandbox as serve_sandbox
+from ._server import write_kubeconfig as write_kubeconfig
+from ._thread import run_sandbox_in_thread as run_sandbox_in_thread
+
+__all__ = [
+    # running it
+    "NonLoopbackError",
+    "Sandbox",
+    "run_sandbox_in_thread",
+    "serve_sandbox",
+    "write_kubeconfig",
+    # the cluster model
+    "Cluster",
+    "ContainerState",
+    "DeploymentObject",
+    "Namespace",
+    "OwnerRef",
+    "PodObject",
+    "PodSpec",
+    "ReplicaSetObject",
+    "demo_cluster",
+    "stable_uid",
+]

@@ -1,0 +1,333 @@
+"""The sandbox's cluster model: namespaces, Deployments, ReplicaSets and Pods, built in code.
+
+Objects are plain mutable attrs classes so a test can flip a pod's readiness or phase between
+requests. Uids are stable: derived from kind, namespace and name (UUIDv5) unless given, so the
+same cluster built twice has the same uids. Names of generated ReplicaSets and pods are stable too.
+The server reads the model on every request (no caching), on the trio thread that serves it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+
+from kuber_exec_core import EXEC_MANAGED_BY_LABEL, EXEC_MANAGED_BY_VALUE, EXEC_WORKSPACE_UID_LABEL
+
+__all__ = [
+    "Cluster",
+    "ContainerState",
+    "DeploymentObject",
+    "Namespace",
+    "OwnerRef",
+    "PodObject",
+    "PodSpec",
+    "ReplicaSetObject",
+    "demo_cluster",
+    "stable_uid",
+]
+
+#: Node every scheduled sandbox pod claims to run on.
+SANDBOX_NODE = "sandbox-node"
+# The alphabet Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def stable_uid(kind: str, namespace: str, name: str) -> str:
+    """A UUID-shaped uid that depends only on the object's kind, namespace and name."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"kuber-exec-sandbox:{kind}/{namespace}/{name}"))
+
+
+def _suffix(seed: str, length: int) -> str:
+    digest = hashlib.sha256(seed.encode("utf-8")).digest()
+    return "".join(_SUFFIX_ALPHABET[byte % len(_SUFFIX_ALPHABET)] for byte in digest[:length])
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@attrs.frozen(kw_only=True)
+class OwnerRef:
+    """A ``metadata.ownerReferences`` entry (the sandbox only writes controller references)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool = True
+
+
+@attrs.define(kw_only=True)
+class ContainerState:
+    """One container of a pod: its name, whether it runs, whether it is ready."""
+
+    name: str
+    running: bool = True
+    ready: bool = True
+    restart_count: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class PodSpec:
+    """What a test wants of one pod of a Deployment (see :meth:`Cluster.add_deployment`).
+
+    ``ready`` sets every container's readiness; ``running`` whether the containers run (a pod
+    with stopped containers keeps its ``phase``); ``terminating`` sets a ``deletionTimestamp``.
+    ``name`` overrides the generated ``<replicaset>-<suffix>`` name.
+    """
+
+    name: str | None = None
+    ready: bool = True
+    running: bool = True
+    phase: str = "Running"
+    terminating: bool = False
+    scheduled: bool = True
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    labels: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.define(kw_only=True)
+class PodObject:
+    """A pod. ``env`` is added to every command run in it (after ``HOSTNAME``)."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str]
+    owner: OwnerRef | None
+    phase: str
+    containers: list[ContainerState]
+    deletion_timestamp: str | None = None
+    node_name: str | None = SANDBOX_NODE
+    env: dict[str, str] = attrs.field(factory=dict)
+    creation_timestamp: str = attrs.field(factory=_now)
+
+    @property
+    def ready(self) -> bool:
+        """The pod's Ready condition: running phase, and every container running and ready."""
+        return self.phase == "Running" and all(c.running and c.ready for c in self.containers)
+
+    def container(self, name: str) -> ContainerState | None:
+        """The container called ``name``, if the pod has one."""
+        return next((c for c in self.containers if c.name == name), None)
+
+
+@attrs.define(kw_only=True)
+class ReplicaSetObject:
+    """A ReplicaSet: its selector labels and the containers of its template."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str]
+    owner: OwnerRef | None
+    match_labels: dict[str, str]
+    containers: list[str]
+    creation_timestamp: str = attrs.field(factory=_now)
+
+
+@attrs.define(kw_only=True)
+class DeploymentObject:
+    """A Deployment: labels, ``spec.selector`` (matchLabels and matchExpressions), containers."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str]
+    match_labels: dict[str, str]
+    match_expressions: list[dict[str, object]]
+    template_labels: dict[str, str]
+    containers: list[str]
+    creation_timestamp: str = attrs.field(factory=_now)
+
+    def owner_ref(self) -> OwnerRef:
+        """The controller reference its ReplicaSets carry."""
+        return OwnerRef(api_version="apps/v1", kind="Deployment", name=self.name, uid=self.uid)
+
+
+@attrs.define
+class Namespace:
+    """The objects of one namespace, by name."""
+
+    name: str
+    deployments: dict[str, DeploymentObject] = attrs.field(factory=dict)
+    replica_sets: dict[str, ReplicaSetObject] = attrs.field(factory=dict)
+    pods: dict[str, PodObject] = attrs.field(factory=dict)
+
+
+class Cluster:
+    """A whole sandbox cluster. Build it with the ``add_*`` helpers; mutate objects freely.
+
+    ``resource_version`` is the cluster-wide ``resourceVersion`` reported on lists; bump it with
+    :meth:`touch` after a change if a client caches on it (none of the supported clients does).
+    """
+
+    def __init__(self) -> None:
+        self.namespaces: dict[str, Namespace] = {}
+        self.resource_version = 1
+
+    def touch(self) -> None:
+        """Record that something changed (new ``resourceVersion``)."""
+        self.resource_version += 1
+
+    def namespace(self, name: str) -> Namespace:
+        """The namespace ``name``, created empty when missing."""
+        if name not in self.namespaces:
+            self.namespaces[name] = Namespace(name)
+            self.touch()
+        return self.namespaces[name]
+
+    def pod(self, namespace: str, name: str) -> PodObject | None:
+        """The pod, or ``None``."""
+        ns = self.namespaces.get(namespace)
+        return ns.pods.get(name) if ns else None
+
+    def deployment(self, namespace: str, name: str) -> DeploymentObject | None:
+        """The Deployment, or ``None``."""
+        ns = self.namespaces.get(namespace)
+        return ns.deployments.get(name) if ns else None
+
+    def pods_of(self, deployment: DeploymentObject) -> list[PodObject]:
+        """The pods owned (through a ReplicaSet's controller reference) by ``deployment``."""
+        ns = self.namespace(deployment.namespace)
+        owned_sets = {
+            rs.uid for rs in ns.replica_sets.values() if rs.owner and rs.owner.uid == deployment.uid
+        }
+        return [p for p in ns.pods.values() if p.owner is not None and p.owner.uid in owned_sets]
+
+    def add_deployment(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        workspace_uid: str | None,
+        pods: Sequence[PodSpec] = (PodSpec(),),
+        containers: Sequence[str] = ("app",),
+        labels: Mapping[str, str] | None = None,
+        managed_by: str | None = EXEC_MANAGED_BY_VALUE,
+        match_labels: Mapping[str, str] | None = None,
+        match_expressions: Iterable[Mapping[str, object]] = (),
+        uid: str | None = None,
+    ) -> DeploymentObject:
+        """Add a Deployment with one ReplicaSet it controls and one pod per ``pods`` entry.
+
+        Labels: ``app=<name>`` plus the kuber ownership labels (``managed_by`` and
+        ``workspace_uid``; ``None`` leaves a label out), plus ``labels``. The selector is
+        ``match_labels`` (default ``{"app": name}``) and ``match_expressions``; pods get the
+        selector's labels, ``pod-template-hash`` and their spec's ``labels``.
+        """
+        ns = self.namespace(namespace)
+        deployment_labels = {"app": name}
+        if managed_by is not None:
+            deployment_labels[EXEC_MANAGED_BY_LABEL] = managed_by
+        if workspace_uid is not None:
+            deployment_labels[EXEC_WORKSPACE_UID_LABEL] = workspace_uid
+        deployment_labels.update(labels or {})
+        selector = dict(match_labels) if match_labels is not None else {"app": name}
+        deployment = DeploymentObject(
+            namespace=namespace,
+            name=name,
+            uid=uid or stable_uid("Deployment", namespace, name),
+            labels=deployment_labels,
+            match_labels=selector,
+            match_expressions=[dict(e) for e in match_expressions],
+            template_labels=dict(selector),
+            containers=list(containers),
+        )
+        ns.deployments[name] = deployment
+        self.touch()
+        template_hash = _suffix(f"{namespace}/{name}/{deployment.uid}", 10)
+        self.add_replica_set(
+            namespace,
+            f"{name}-{template_hash}",
+            owner=deployment.owner_ref(),
+            labels={**selector, "pod-template-hash": template_hash},
+            containers=containers,
+            pods=pods,
+        )
+        return deployment
+
+    def add_replica_set(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        owner: OwnerRef | None,
+        labels: Mapping[str, str],
+        containers: Sequence[str] = ("app",),
+        pods: Sequence[PodSpec] = (),
+    ) -> ReplicaSetObject:
+        """Add a ReplicaSet (controlled by ``owner``) and its pods, labelled with ``labels``."""
+        ns = self.namespace(namespace)
+        replica_set = ReplicaSetObject(
+            namespace=namespace,
+            name=name,
+            uid=stable_uid("ReplicaSet", namespace, name),
+            labels=dict(labels),
+            owner=owner,
+            match_labels=dict(labels),
+            containers=list(containers),
+        )
+        ns.replica_sets[name] = replica_set
+        self.touch()
+        rs_ref = OwnerRef(api_version="apps/v1", kind="ReplicaSet", name=name, uid=replica_set.uid)
+        for index, spec in enumerate(pods):
+            pod_name = spec.name or f"{name}-{_suffix(f'{namespace}/{name}/{index}', 5)}"
+            self.add_pod(
+                namespace,
+                pod_name,
+                owner=rs_ref,
+                labels={**labels, **spec.labels},
+                containers=containers,
+                spec=spec,
+            )
+        return replica_set
+
+    def add_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        owner: OwnerRef | None = None,
+        labels: Mapping[str, str],
+        containers: Sequence[str] = ("app",),
+        spec: PodSpec = PodSpec(),
+    ) -> PodObject:
+        """Add one pod; with ``owner=None`` it is a bare pod (no controller)."""
+        pod = PodObject(
+            namespace=namespace,
+            name=name,
+            uid=stable_uid("Pod", namespace, name),
+            labels=dict(labels),
+            owner=owner,
+            phase=spec.phase,
+            containers=[
+                ContainerState(name=c, running=spec.running, ready=spec.ready and spec.running)
+                for c in containers
+            ],
+            deletion_timestamp=_now() if spec.terminating else None,
+            node_name=SANDBOX_NODE if spec.scheduled else None,
+            env=dict(spec.env),
+        )
+        self.namespace(namespace).pods[name] = pod
+        self.touch()
+        return pod
+
+
+def demo_cluster() -> Cluster:
+    """The demo: namespace ``demo``; Deployment ``web`` of workspace ``demo-uid`` (container
+    ``app``, a ready and a not-ready pod) and Deployment ``other`` of workspace ``other-uid``.
+    """
+    cluster = Cluster()
+    cluster.add_deployment(
+        "demo",
+        "web",
+        workspace_uid="demo-uid",
+        pods=[PodSpec(ready=True), PodSpec(ready=False)],
+    )
+    cluster.add_deployment("demo", "other", workspace_uid="other-uid")
+    return cluster

@@ -1,0 +1,178 @@
+"""One exec session on an accepted WebSocket: the process, its output, stdin, resize, status.
+
+The wire order is the real server's (protocol.md §3–6): one empty message on the lowest
+writable channel, then output as whole messages (each chunk sent before the next is read:
+backpressure reaches the process through its pipe), then the Status (pre-v4: text on failure,
+nothing on success), then Close 1000 and the connection is dropped. The core's
+``ServerChannel`` does all the encoding and decoding; this module only moves bytes and waits.
+
+Every way out (the command ends, the client closes or vanishes, a protocol error, the server
+stops) goes through ``ChildProcess.kill_and_reap``: no child outlives its session.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+
+import trio
+
+from kuber_exec_core import (
+    Channel,
+    ExecProtocolError,
+    ResizeReceived,
+    ServerChannel,
+    StdinClosed,
+    StdinReceived,
+    status_exit_code,
+    status_failure,
+    status_success,
+)
+
+from ._exec_request import ExecPlan
+from ._process import ChildProcess, ProcessRegistry, spawn
+from ._websocket import ClientGone, FrameTooLarge, WebSocket
+
+__all__ = ["run_exec_session"]
+
+_log = logging.getLogger("kuber_exec_trio.sandbox")
+_CLOSE_NORMAL = 1000
+_CLOSE_PROTOCOL_ERROR = 1002
+_CLOSE_TOO_BIG = 1009
+
+
+def exec_environment(plan: ExecPlan) -> dict[str, str]:
+    """The command's environment: a minimal base, ``HOSTNAME`` = pod name, then the pod's env."""
+    env = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "HOME": "/root"}
+    env["HOSTNAME"] = plan.pod.name
+    env.update(plan.pod.env)
+    return env
+
+
+async def run_exec_session(
+    websocket: WebSocket, plan: ExecPlan, *, registry: ProcessRegistry, cwd: str
+) -> None:
+    """Run ``plan`` over ``websocket`` to the end, then close the connection. Never raises
+    for anything the client does; cancellation (the server stopping) kills the process."""
+    session = _Session(websocket, plan, registry=registry, cwd=cwd)
+    try:
+        await session.run()
+    finally:
+        await websocket.close(session.close_code, session.close_reason)
+
+
+class _Session:
+    def __init__(
+        self, websocket: WebSocket, plan: ExecPlan, *, registry: ProcessRegistry, cwd: str
+    ) -> None:
+        self._ws = websocket
+        self._plan = plan
+        self._channel = ServerChannel(plan.subprotocol)
+        self._registry = registry
+        self._cwd = cwd
+        self.close_code = _CLOSE_NORMAL
+        self.close_reason = ""
+
+    async def run(self) -> None:
+        streams = self._plan.streams
+        try:
+            await self._ws.send_message(
+                self._channel.initial_message(stdout=streams.stdout, stderr=streams.stderr)
+            )
+            if self._plan.failure is not None:
+                await self._send_status(self._plan.failure)
+                return
+            if not self._plan.command:
+                await self._send_status(
+                    status_failure("error executing command in container: no command specified")
+                )
+                return
+            try:
+                child = await spawn(
+                    self._plan.command,
+                    env=exec_environment(self._plan),
+                    cwd=self._cwd,
+                    streams=streams,
+                    registry=self._registry,
+                )
+            except OSError as error:
+                # What a runtime reports when exec(2) fails: a failure to run, not an exit code.
+                executable = self._plan.command[0]
+                reason = (
+                    "executable file not found in $PATH"
+                    if isinstance(error, FileNotFoundError)
+                    else error.strerror or type(error).__name__
+                )
+                await self._send_status(
+                    status_failure(
+                        "error executing command in container: failed to exec in container: "
+                        f'exec: "{executable}": {reason}'
+                    )
+                )
+                return
+            try:
+                await self._run_child(child)
+            finally:
+                await child.kill_and_reap()
+        except ClientGone:
+            _log.debug("exec client went away")
+
+    async def _run_child(self, child: ChildProcess) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._read_client, child, nursery.cancel_scope)
+            code = await child.run(self._send_output)
+            await self._send_status(status_success() if code == 0 else status_exit_code(code))
+            nursery.cancel_scope.cancel()
+
+    async def _send_output(self, channel: Channel, data: bytes) -> None:
+        await self._ws.send_message(self._channel.output(channel, data))
+
+    async def _send_status(self, status: bytes) -> None:
+        message = self._channel.status_message(status)
+        if message is not None:
+            await self._ws.send_message(message)
+
+    async def _read_client(self, child: ChildProcess, scope: trio.CancelScope) -> None:
+        """The single receive loop. Ends the session (cancels ``scope``) when the client does."""
+        try:
+            while True:
+                event = self._channel.decode_client(await self._ws.receive_message())
+                await self._apply(child, event)
+        except ClientGone:
+            self.close_code = _CLOSE_NORMAL
+        except FrameTooLarge as error:
+            self.close_code, self.close_reason = _CLOSE_TOO_BIG, str(error)
+        except ExecProtocolError as error:
+            # A malformed v5 close tears the session down (protocol.md §6); the sandbox does the
+            # same for the core's other rejections (bad framing, bad resize JSON) so that a
+            # client bug shows up at once instead of as a stalled stream.
+            self.close_code, self.close_reason = _CLOSE_PROTOCOL_ERROR, error.message[:120]
+        scope.cancel()
+
+    async def _apply(
+        self, child: ChildProcess, event: StdinReceived | StdinClosed | ResizeReceived | None
+    ) -> None:
+        streams = self._plan.streams
+        match event:
+            case StdinReceived(data) if streams.stdin:
+                # Blocks while the process does not read: the real server's single loop does the
+                # same, and it is what pushes back on a client that sends too fast.
+                await child.write_stdin(data)
+            case StdinClosed() if streams.stdin:
+                await child.close_stdin()
+            case ResizeReceived(width, height) if streams.tty:
+                child.resize(width, height)
+            case _:
+                pass  # Dropped, as a real server drops messages for channels it did not open.
+
+
+def describe(plan: ExecPlan) -> Mapping[str, object]:
+    """A loggable summary of an exec (never headers, never tokens)."""
+    return {
+        "namespace": plan.pod.namespace,
+        "pod": plan.pod.name,
+        "container": plan.container,
+        "subprotocol": plan.subprotocol.value,
+        "tty": plan.streams.tty,
+    }

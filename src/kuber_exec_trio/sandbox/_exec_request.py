@@ -1,0 +1,141 @@
+"""Deciding an exec upgrade request before any byte of WebSocket is sent (pure, no I/O).
+
+The checks run in the order a real cluster runs them (protocol.md §1–2, and the API server's
+``streamLocation`` then the kubelet's ``GetExec``):
+
+1. the pod must exist                       -> 404 ``pods "x" not found``
+2. a named container must be in the pod; an unnamed one only when the pod has exactly one
+                                            -> 400 ``container c is not valid for pod p``
+3. the pod must be scheduled                -> 400 ``pod p does not have a host assigned``
+4. at least one of stdin, stdout, stderr    -> 400
+5. a WebSocket upgrade, by GET              -> 400 (no upgrade), 405 (not GET)
+6. the container must be running. On the v5 path the API server upgrades first and then reports
+   ``InternalError`` on the status channel; on the legacy path the kubelet answers ``500`` text.
+7. a subprotocol both sides know (v5 path: only v5) -> 403, empty body
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from kuber_exec_core import (
+    ExecError,
+    ExecStreams,
+    Subprotocol,
+    choose_subprotocol,
+    parse_exec_query,
+    server_subprotocols,
+    status_failure,
+)
+
+from ._cluster import Cluster, PodObject
+from ._rest import RestResponse, status_response
+
+__all__ = ["ExecPlan", "plan_exec"]
+
+
+@attrs.frozen(kw_only=True)
+class ExecPlan:
+    """An accepted upgrade: what to run, where, and in which subprotocol.
+
+    ``failure`` is a Status to send instead of running anything (the container is not running).
+    ``empty_protocol_header`` is true when the client offered no subprotocol: the legacy server
+    then answers with an empty ``Sec-WebSocket-Protocol`` header (protocol.md §1).
+    """
+
+    pod: PodObject
+    container: str
+    command: tuple[str, ...]
+    streams: ExecStreams
+    subprotocol: Subprotocol
+    empty_protocol_header: bool
+    failure: bytes | None
+
+
+def _container(pod: PodObject, name: str | None) -> str | RestResponse:
+    names = [c.name for c in pod.containers]
+    if name is None:
+        if len(names) == 1:
+            return names[0]
+        message = f"a container name must be specified for pod {pod.name}"
+        if names:
+            message += f", choose one of: [{' '.join(names)}]"
+        return status_response(400, "BadRequest", message)
+    if name not in names:
+        return status_response(
+            400, "BadRequest", f"container {name} is not valid for pod {pod.name}"
+        )
+    return name
+
+
+def plan_exec(
+    cluster: Cluster,
+    *,
+    method: str,
+    namespace: str,
+    pod_name: str,
+    query: Sequence[tuple[str, str]],
+    websocket_upgrade: bool,
+    offered: Sequence[str],
+    offer_v5: bool,
+) -> ExecPlan | RestResponse:
+    """The plan for an exec request, or the HTTP answer that refuses it."""
+    if method not in ("GET", "POST"):
+        return status_response(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+    pod = cluster.pod(namespace, pod_name)
+    if pod is None:
+        return status_response(
+            404, "NotFound", f'pods "{pod_name}" not found', {"name": pod_name, "kind": "pods"}
+        )
+    try:
+        parsed = parse_exec_query(query)
+        streams_error: str | None = None
+    except ExecError as error:
+        parsed = None
+        streams_error = error.message
+    container_name = next((v for k, v in query if k == "container"), "") or None
+    container = _container(pod, container_name)
+    if isinstance(container, RestResponse):
+        return container
+    if pod.node_name is None:
+        return status_response(400, "BadRequest", f"pod {pod.name} does not have a host assigned")
+    if parsed is None:
+        return status_response(400, "BadRequest", streams_error or "bad exec options")
+    if not websocket_upgrade:
+        # kubectl falls back to SPDY (POST) when the WebSocket upgrade fails; the sandbox speaks
+        # WebSocket only, and real checks above already answered what a real server would.
+        return status_response(
+            400,
+            "BadRequest",
+            "Upgrade request required: the kuber-exec sandbox serves exec over WebSocket only",
+        )
+    if method != "GET":
+        return status_response(
+            405, "MethodNotAllowed", "a WebSocket upgrade must use the GET method"
+        )
+    supported = server_subprotocols(offered, v5_enabled=offer_v5)
+    running = pod.container(container)
+    not_running = running is None or not running.running
+    failure_text = f'container not found ("{container}")'
+    if not_running and Subprotocol.V5 not in supported:
+        return RestResponse(500, failure_text.encode("utf-8"), "text/plain; charset=utf-8")
+    chosen = choose_subprotocol(offered, supported)
+    if chosen is None:
+        return RestResponse(403, b"", "text/plain; charset=utf-8")
+    return ExecPlan(
+        pod=pod,
+        container=container,
+        command=parsed.command,
+        streams=parsed.streams,
+        subprotocol=chosen,
+        empty_protocol_header=not offered,
+        failure=(
+            status_failure(f"unable to upgrade connection: {failure_text}") if not_running else None
+        ),
+    )

@@ -1,0 +1,244 @@
+"""HTTP/1.1 on one connection (``h11``): REST answers, and the hand-off of exec upgrades.
+
+A connection serves requests one after another (keep-alive) until the client closes it, a
+request is malformed (400, then close), or an exec upgrade takes the connection over. Request
+heads are capped at 64 KiB and bodies at 1 MiB (the sandbox's API is read-only: bodies are
+read and dropped). Only the method and path are ever logged: never headers (an
+``Authorization`` bearer token is accepted and ignored) and never the query.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import attrs
+import h11
+import trio
+from wsproto.utilities import generate_accept_token
+
+from kuber_exec_core import parse_subprotocol_header
+
+from ._cluster import Cluster
+from ._exec_request import ExecPlan, plan_exec
+from ._rest import RestResponse, handle_rest, status_response
+from ._websocket import WebSocket
+
+__all__ = ["ConnectionHandler", "ExecRunner"]
+
+_log = logging.getLogger("kuber_exec_trio.sandbox")
+_MAX_HEAD_BYTES = 64 * 1024
+_MAX_BODY_BYTES = 1024 * 1024
+_RECEIVE_BYTES = 64 * 1024
+_EXEC_PATH = "/api/v1/namespaces/{}/pods/{}/exec"
+
+#: Runs an accepted exec on its WebSocket until the session ends.
+ExecRunner = Callable[[WebSocket, ExecPlan], Awaitable[None]]
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+@attrs.frozen
+class _Request:
+    method: str
+    path: str
+    query: list[tuple[str, str]]
+    headers: dict[str, list[str]]
+
+    def header(self, name: str) -> str:
+        return ",".join(self.headers.get(name, []))
+
+
+def _exec_route(path: str) -> tuple[str, str] | None:
+    parts = path.split("/")
+    # ['', 'api', 'v1', 'namespaces', ns, 'pods', pod, 'exec']
+    if (
+        len(parts) == 8
+        and parts[1:4] == ["api", "v1", "namespaces"]
+        and parts[5] == "pods"
+        and parts[7] == "exec"
+        and parts[4]
+        and parts[6]
+    ):
+        return parts[4], parts[6]
+    return None
+
+
+def _is_websocket_upgrade(request: _Request) -> bool:
+    upgrade = {v.strip().lower() for v in request.header("upgrade").split(",")}
+    connection = {v.strip().lower() for v in request.header("connection").split(",")}
+    return "websocket" in upgrade and "upgrade" in connection
+
+
+@attrs.define
+class ConnectionHandler:
+    """Serves HTTP connections for one sandbox (a ``trio.serve_tcp`` handler)."""
+
+    cluster: Cluster
+    offer_v5: bool
+    server_address: str
+    run_exec: ExecRunner
+
+    async def __call__(self, stream: trio.SocketStream) -> None:
+        connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD_BYTES)
+        try:
+            await self._serve(connection, stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # The client went away; nothing to answer.
+        finally:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def _serve(self, connection: h11.Connection, stream: trio.SocketStream) -> None:
+        while True:
+            try:
+                request = await self._read_request(connection, stream)
+            except h11.RemoteProtocolError as error:
+                if connection.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                    answer = status_response(
+                        error.error_status_hint, "BadRequest", f"malformed HTTP request: {error}"
+                    )
+                    await self._respond(connection, stream, answer, close=True)
+                return
+            except _BodyTooLarge:
+                answer = status_response(413, "RequestEntityTooLarge", "the request is too large")
+                await self._respond(connection, stream, answer, close=True)
+                return
+            if request is None:
+                return
+            _log.debug("%s %s", request.method, request.path)
+            if await self._dispatch(connection, stream, request):
+                return  # The WebSocket session owned the connection and has closed it.
+            if connection.our_state is not h11.DONE or connection.their_state is not h11.DONE:
+                return
+            connection.start_next_cycle()
+
+    async def _next_event(self, connection: h11.Connection, stream: trio.SocketStream) -> object:
+        while True:
+            event = connection.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            data = await stream.receive_some(_RECEIVE_BYTES)
+            connection.receive_data(data)
+
+    async def _read_request(
+        self, connection: h11.Connection, stream: trio.SocketStream
+    ) -> _Request | None:
+        event = await self._next_event(connection, stream)
+        if not isinstance(event, h11.Request):
+            return None  # ConnectionClosed: the client is done.
+        body = 0
+        while True:
+            part = await self._next_event(connection, stream)
+            if isinstance(part, h11.Data):
+                body += len(part.data)
+                if body > _MAX_BODY_BYTES:
+                    raise _BodyTooLarge
+            elif isinstance(part, h11.EndOfMessage) or part is h11.PAUSED:
+                break
+            else:
+                return None
+        target = urlsplit(event.target.decode("latin-1"))
+        headers: dict[str, list[str]] = {}
+        for name, value in event.headers:
+            headers.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
+        return _Request(
+            method=event.method.decode("ascii", "replace"),
+            path=unquote(target.path),
+            query=parse_qsl(target.query, keep_blank_values=True),
+            headers=headers,
+        )
+
+    async def _dispatch(
+        self, connection: h11.Connection, stream: trio.SocketStream, request: _Request
+    ) -> bool:
+        route = _exec_route(request.path)
+        if route is None:
+            answer = handle_rest(
+                self.cluster,
+                request.method,
+                request.path,
+                request.query,
+                accept=request.header("accept"),
+                offer_v5=self.offer_v5,
+                server_address=self.server_address,
+            )
+            await self._respond(connection, stream, answer, head_only=request.method == "HEAD")
+            return False
+        upgrade = _is_websocket_upgrade(request)
+        offered = parse_subprotocol_header(request.headers.get("sec-websocket-protocol", []))
+        plan = plan_exec(
+            self.cluster,
+            method=request.method,
+            namespace=route[0],
+            pod_name=route[1],
+            query=request.query,
+            websocket_upgrade=upgrade,
+            offered=offered,
+            offer_v5=self.offer_v5,
+        )
+        if isinstance(plan, RestResponse):
+            await self._respond(connection, stream, plan, close=upgrade)
+            return False
+        key = request.header("sec-websocket-key").strip()
+        if not key or request.header("sec-websocket-version").strip() != "13":
+            answer = status_response(
+                400, "BadRequest", "a WebSocket upgrade needs Sec-WebSocket-Key and version 13"
+            )
+            await self._respond(connection, stream, answer, close=True)
+            return False
+        await self._accept(connection, stream, key, plan)
+        return True
+
+    async def _accept(
+        self, connection: h11.Connection, stream: trio.SocketStream, key: str, plan: ExecPlan
+    ) -> None:
+        headers: list[tuple[str, str]] = [
+            ("Upgrade", "websocket"),
+            ("Connection", "Upgrade"),
+            ("Sec-WebSocket-Accept", generate_accept_token(key.encode("ascii")).decode("ascii")),
+        ]
+        # protocol.md §1: no offer -> legacy protocol, answered with an *empty* header.
+        protocol = "" if plan.empty_protocol_header else plan.subprotocol.value
+        headers.append(("Sec-WebSocket-Protocol", protocol))
+        await stream.send_all(
+            connection.send(h11.InformationalResponse(status_code=101, headers=headers)) or b""
+        )
+        trailing, _closed = connection.trailing_data
+        await self.run_exec(WebSocket(stream, bytes(trailing)), plan)
+
+    async def _respond(
+        self,
+        connection: h11.Connection,
+        stream: trio.SocketStream,
+        answer: RestResponse,
+        *,
+        close: bool = False,
+        head_only: bool = False,
+    ) -> None:
+        headers: list[tuple[str, str]] = [
+            ("Content-Type", answer.content_type),
+            ("Content-Length", str(len(answer.body))),
+            ("Cache-Control", "no-cache, private"),
+        ]
+        if close:
+            headers.append(("Connection", "close"))
+        data = connection.send(h11.Response(status_code=answer.status, headers=headers)) or b""
+        if not head_only:
+            data += connection.send(h11.Data(data=answer.body)) or b""
+        data += connection.send(h11.EndOfMessage()) or b""
+        await stream.send_all(data)
+
+
+def dumps(value: object) -> bytes:
+    """Compact JSON bytes."""
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+def query_values(query: Sequence[tuple[str, str]], key: str) -> list[str]:
+    """Every value of ``key`` in a decoded query, in order."""
+    return [v for k, v in query if k == key]

@@ -1,0 +1,213 @@
+"""The REST side of the sandbox: discovery, and GET/LIST of Pods, Deployments and ReplicaSets.
+
+A pure function of the cluster and one request (no I/O), so every answer is testable without a
+socket. Errors are ``metav1.Status`` bodies with the API server's reasons and messages: an
+unknown path is 404 ``NotFound`` ("the server could not find the requested resource"), a
+missing object 404 ``pods "x" not found``, a bad query 400 ``BadRequest``, a write verb 405.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from kuber_exec_core import ExecError, LabelSelector
+
+from . import _discovery, _render
+from ._cluster import Cluster, PodObject
+
+__all__ = ["RestResponse", "handle_rest", "json_response", "status_response"]
+
+JSON = dict[str, Any]
+_NAME = r"([^/]+)"
+_ROUTES = [
+    (re.compile(rf"/api/v1/namespaces/{_NAME}/pods(?:/{_NAME})?"), "pods"),
+    (re.compile(rf"/apis/apps/v1/namespaces/{_NAME}/deployments(?:/{_NAME})?"), "deployments"),
+    (re.compile(rf"/apis/apps/v1/namespaces/{_NAME}/replicasets(?:/{_NAME})?"), "replicasets"),
+    (re.compile(r"/api/v1/pods()()"), "pods"),
+    (re.compile(r"/apis/apps/v1/deployments()()"), "deployments"),
+    (re.compile(r"/apis/apps/v1/replicasets()()"), "replicasets"),
+]
+_GROUP = {"pods": "", "deployments": "apps", "replicasets": "apps"}
+_TABLE_CONTENT_TYPE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+@attrs.frozen
+class RestResponse:
+    """An HTTP answer: status, body, content type."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+def json_response(
+    value: JSON, status: int = 200, content_type: str = "application/json"
+) -> RestResponse:
+    """``value`` as a JSON response."""
+    return RestResponse(status, json.dumps(value).encode("utf-8"), content_type)
+
+
+def status_response(
+    code: int, reason: str, message: str, details: JSON | None = None
+) -> RestResponse:
+    """A ``metav1.Status`` error response."""
+    return json_response(_render.status_error(code, reason, message, details), code)
+
+
+def _not_found_path() -> RestResponse:
+    return status_response(404, "NotFound", "the server could not find the requested resource")
+
+
+def _query(pairs: Sequence[tuple[str, str]], key: str) -> str | None:
+    return next((v for k, v in pairs if k == key), None)
+
+
+def handle_rest(
+    cluster: Cluster,
+    method: str,
+    path: str,
+    query: Sequence[tuple[str, str]],
+    *,
+    accept: str,
+    offer_v5: bool,
+    server_address: str,
+) -> RestResponse:
+    """Answer one non-exec request."""
+    discovery = _discovery_answer(path, accept, offer_v5, server_address)
+    route = next(((m, r) for p, r in _ROUTES if (m := p.fullmatch(path))), None)
+    if discovery is None and route is None:
+        return _not_found_path()
+    if method not in ("GET", "HEAD"):
+        return status_response(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+    if discovery is not None:
+        return discovery
+    assert route is not None
+    match, resource = route
+    namespace, name = match.group(1) or None, match.group(2) or None
+    if name is not None:
+        assert namespace is not None
+        return _get_one(cluster, resource, namespace, name)
+    if _query(query, "watch") not in (None, "", "0", "false"):
+        return status_response(
+            405, "MethodNotAllowed", "the kuber-exec sandbox does not support watch"
+        )
+    return _list(cluster, resource, namespace, query, accept)
+
+
+def _discovery_answer(path: str, accept: str, offer_v5: bool, address: str) -> RestResponse | None:
+    aggregated = _discovery.wants_aggregated(accept)
+    if path == "/version":
+        return json_response(_discovery.version_info(offer_v5))
+    if path == "/api":
+        if aggregated:
+            return json_response(
+                _discovery.aggregated_core(), content_type=_discovery.AGGREGATED_CONTENT_TYPE
+            )
+        return json_response(_discovery.api_versions(address))
+    if path == "/apis":
+        if aggregated:
+            return json_response(
+                _discovery.aggregated_apis(), content_type=_discovery.AGGREGATED_CONTENT_TYPE
+            )
+        return json_response(_discovery.api_group_list())
+    if path == "/api/v1":
+        return json_response(_discovery.core_v1_resources())
+    if path == "/apis/apps/v1":
+        return json_response(_discovery.apps_v1_resources())
+    return None
+
+
+def _counts(pods: list[PodObject]) -> tuple[int, int]:
+    return sum(1 for p in pods if p.ready), len(pods)
+
+
+def _objects(cluster: Cluster, resource: str, namespace: str | None) -> list[JSON]:
+    namespaces = (
+        [cluster.namespaces[namespace]]
+        if namespace in cluster.namespaces
+        else []
+        if namespace is not None
+        else [cluster.namespaces[n] for n in sorted(cluster.namespaces)]
+    )
+    items: list[JSON] = []
+    for ns in namespaces:
+        if resource == "pods":
+            items += [_render.pod_json(ns.pods[n]) for n in sorted(ns.pods)]
+        elif resource == "deployments":
+            for n in sorted(ns.deployments):
+                deployment = ns.deployments[n]
+                items.append(
+                    _render.deployment_json(deployment, *_counts(cluster.pods_of(deployment)))
+                )
+        else:
+            for n in sorted(ns.replica_sets):
+                rs = ns.replica_sets[n]
+                pods = [
+                    p for p in ns.pods.values() if p.owner is not None and p.owner.uid == rs.uid
+                ]
+                items.append(_render.replica_set_json(rs, *_counts(pods)))
+    return items
+
+
+def _get_one(cluster: Cluster, resource: str, namespace: str, name: str) -> RestResponse:
+    for item in _objects(cluster, resource, namespace):
+        if item["metadata"]["name"] == name:
+            return json_response(item)
+    details: JSON = {"name": name, "kind": resource}
+    if _GROUP[resource]:
+        details["group"] = _GROUP[resource]
+    qualified = f"{resource}.{_GROUP[resource]}" if _GROUP[resource] else resource
+    return status_response(404, "NotFound", f'{qualified} "{name}" not found', details)
+
+
+def _list(
+    cluster: Cluster,
+    resource: str,
+    namespace: str | None,
+    query: Sequence[tuple[str, str]],
+    accept: str,
+) -> RestResponse:
+    try:
+        selector = LabelSelector.parse(_query(query, "labelSelector") or "")
+    except ExecError as error:
+        return status_response(400, "BadRequest", f"unable to parse requirement: {error.message}")
+    limit_text = _query(query, "limit") or "0"
+    if not limit_text.isdigit():
+        return status_response(400, "BadRequest", f"limit: Invalid value: {limit_text!r}")
+    limit = int(limit_text)
+    start = 0
+    token = _query(query, "continue")
+    if token:
+        try:
+            start = int(base64.urlsafe_b64decode(token.encode("ascii")).decode("ascii"))
+        except (binascii.Error, ValueError, UnicodeError):
+            return status_response(400, "BadRequest", "continue key is not valid")
+    items = [
+        i
+        for i in _objects(cluster, resource, namespace)
+        if selector.matches(i["metadata"]["labels"])
+    ]
+    more = ""
+    if limit and start + limit < len(items):
+        more = base64.urlsafe_b64encode(str(start + limit).encode("ascii")).decode("ascii")
+    page = items[start : start + limit] if limit else items[start:]
+    kind = {"pods": "Pod", "deployments": "Deployment", "replicasets": "ReplicaSet"}[resource]
+    if "as=Table" in accept:
+        return json_response(
+            _render.table(kind, page, cluster.resource_version), content_type=_TABLE_CONTENT_TYPE
+        )
+    api_version = "v1" if resource == "pods" else "apps/v1"
+    return json_response(
+        _render.object_list(f"{kind}List", api_version, page, cluster.resource_version, more)
+    )

@@ -1,0 +1,163 @@
+"""``serve_sandbox``: the sandbox API server as an async context manager, and its kubeconfig.
+
+The server's tasks (the listener, one task per connection, and inside each exec session its
+reader and output pumps) all live in one nursery owned by the context manager: leaving the
+``async with`` cancels them, and each exec session kills and reaps its process on the way out.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import attrs
+import trio
+
+from ._cluster import Cluster, demo_cluster
+from ._exec import run_exec_session
+from ._exec_request import ExecPlan
+from ._http import ConnectionHandler
+from ._process import ProcessRegistry
+from ._websocket import WebSocket
+
+__all__ = ["NonLoopbackError", "Sandbox", "serve_sandbox", "write_kubeconfig"]
+
+CONTEXT_NAME = "kuber-exec-sandbox"
+DEFAULT_NAMESPACE = "demo"
+
+
+class NonLoopbackError(ValueError):
+    """The sandbox was asked to listen on an address other hosts could reach."""
+
+
+@attrs.define(kw_only=True)
+class Sandbox:
+    """A running sandbox.
+
+    Attributes:
+        url: ``http://HOST:PORT`` of the API server.
+        kubeconfig_path: a kubeconfig whose current context points at it (namespace ``demo``).
+        cluster: the served model (mutations show in the next answer).
+        offer_v5: whether exec offers ``v5.channel.k8s.io`` (False: a pre-1.30 cluster).
+    """
+
+    url: str
+    kubeconfig_path: Path
+    cluster: Cluster
+    offer_v5: bool
+    _registry: ProcessRegistry
+
+    @property
+    def live_processes(self) -> int:
+        """Child processes spawned by exec sessions and not yet reaped."""
+        return len(self._registry)
+
+
+def check_host(host: str, *, allow_non_loopback: bool) -> None:
+    """Refuse a non-loopback address unless explicitly allowed.
+
+    Raises:
+        NonLoopbackError: ``host`` is not ``localhost`` nor a loopback IP address.
+    """
+    if allow_non_loopback or host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise NonLoopbackError(
+            f"refusing to serve the sandbox on {host!r}: it runs commands for anyone who can "
+            "connect and has no authentication; use a loopback address, or allow_non_loopback=True"
+        )
+
+
+def write_kubeconfig(path: Path, url: str, namespace: str = DEFAULT_NAMESPACE) -> None:
+    """Write a kubeconfig (JSON, which is YAML) for ``url``: no credentials, one context."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CONTEXT_NAME, "cluster": {"server": url}}],
+        "users": [{"name": CONTEXT_NAME, "user": {}}],
+        "contexts": [
+            {
+                "name": CONTEXT_NAME,
+                "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME, "namespace": namespace},
+            }
+        ],
+        "current-context": CONTEXT_NAME,
+        "preferences": {},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
+def _url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+@asynccontextmanager
+async def serve_sandbox(
+    cluster: Cluster | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    kubeconfig_path: str | os.PathLike[str] | None = None,
+    offer_v5: bool = True,
+    allow_non_loopback: bool = False,
+) -> AsyncIterator[Sandbox]:
+    """Serve ``cluster`` (default: :func:`demo_cluster`) until the block ends.
+
+    Args:
+        host: the address to bind; a loopback one unless ``allow_non_loopback``.
+        port: 0 picks a free port.
+        kubeconfig_path: where to write the kubeconfig; default a temporary directory removed
+            on exit. A given path is left in place.
+        offer_v5: False behaves as a pre-1.30 cluster (exec offers no ``v5.channel.k8s.io``).
+
+    Raises:
+        NonLoopbackError: ``host`` is not loopback and ``allow_non_loopback`` is false.
+        OSError: the address cannot be bound.
+
+    On exit every connection is closed and every child process killed and reaped.
+    """
+    check_host(host, allow_non_loopback=allow_non_loopback)
+    cluster = demo_cluster() if cluster is None else cluster
+    registry = ProcessRegistry()
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    bound = listeners[0].socket.getsockname()
+    url = _url(host, bound[1])
+    with tempfile.TemporaryDirectory(prefix="kuber-exec-sandbox-") as workdir:
+        config = Path(kubeconfig_path) if kubeconfig_path else Path(workdir) / "kubeconfig"
+        write_kubeconfig(config, url)
+        pods_dir = Path(workdir) / "pods"
+        pods_dir.mkdir()
+
+        async def run_exec(websocket: WebSocket, plan: ExecPlan) -> None:
+            await run_exec_session(websocket, plan, registry=registry, cwd=str(pods_dir))
+
+        handler = ConnectionHandler(
+            cluster=cluster,
+            offer_v5=offer_v5,
+            server_address=url.removeprefix("http://"),
+            run_exec=run_exec,
+        )
+        sandbox = Sandbox(
+            url=url,
+            kubeconfig_path=config,
+            cluster=cluster,
+            offer_v5=offer_v5,
+            registry=registry,
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.serve_listeners, handler, listeners)
+            try:
+                yield sandbox
+            finally:
+                nursery.cancel_scope.cancel()
