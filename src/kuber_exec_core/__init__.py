@@ -56,9 +56,6 @@ from ._limits import DEFAULT_MAX_COMMAND_BYTES as DEFAULT_MAX_COMMAND_BYTES
 from ._limits import DEFAULT_MAX_STDIN_FRAME_BYTES as DEFAULT_MAX_STDIN_FRAME_BYTES
 from ._limits import DEFAULT_OUTPUT_CAP_BYTES as DEFAULT_OUTPUT_CAP_BYTES
 from ._limits import ExecLimits as ExecLimits
-from ._memory import ExecCall as ExecCall
-from ._memory import MemoryBackend as MemoryBackend
-from ._memory import MemoryExecConnection as MemoryExecConnection
 from ._objects import Deployment as Deployment
 from ._objects import OwnerReference as OwnerReference
 from ._objects import Pod as Pod
@@ -227,10 +224,6 @@ __all__ = [
     "pump_session",
     "resolve_target",
     "send_quietly",
-    # testing without sockets
-    "ExecCall",
-    "MemoryBackend",
-    "MemoryExecConnection",
     "stdin_bytes",
     # server side
     "ClientMessage",
