@@ -1,0 +1,176 @@
+"""An in-memory backend for tests: REST answered by a function, execs replayed from a script.
+
+No sockets: the REST reads run the same core plans (``DeploymentLookup``, ``PodListing``) that a
+real backend runs, against ``respond`` (for instance ``DeploymentScenario.respond`` from
+``kuber_exec_core.testing``); an exec negotiates its subprotocol like a real server (first
+client-preferred match, else the empty-body 403) and replays the scripted server messages, then
+ends the connection (cleanly or not). What the client sent is recorded for assertions.
+
+The class is runtime-neutral; each adapter's ``testing`` module binds ``checkpoint`` to its
+runtime so that loops over it yield to the scheduler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+
+import attrs
+
+from ._channels import Message
+from ._errors import ExecError, ExecErrorCode
+from ._exec_url import ExecStreams
+from ._kube_api import (
+    ApiGet,
+    ApiPlan,
+    ApiResponse,
+    DeploymentLookup,
+    PodListing,
+    exec_upgrade_error,
+)
+from ._objects import Deployment, Pod
+from ._selector import LabelSelector
+from ._subprotocols import Subprotocol, choose_subprotocol
+from ._target import ResolvedTarget
+
+__all__ = ["ExecCall", "MemoryBackend", "MemoryExecConnection"]
+
+
+@attrs.define
+class ExecCall:
+    """One exec the backend served: what was asked, and every message the client sent."""
+
+    target: ResolvedTarget
+    command: tuple[str, ...]
+    streams: ExecStreams
+    offered: tuple[Subprotocol, ...]
+    subprotocol: Subprotocol
+    sent: list[Message] = attrs.field(factory=list)
+
+
+class MemoryExecConnection:
+    """An :class:`~kuber_exec_core.ExecConnection` replaying scripted server messages."""
+
+    def __init__(
+        self,
+        backend: MemoryBackend,
+        call: ExecCall,
+        messages: Sequence[Message],
+        clean_close: bool,
+    ) -> None:
+        self._backend = backend
+        self._call = call
+        self._messages = list(messages)
+        self._position = 0
+        self._clean = clean_close
+        self._ended = False
+        self._closed_by_client = False
+
+    @property
+    def subprotocol(self) -> Subprotocol:
+        return self._call.subprotocol
+
+    @property
+    def closed_cleanly(self) -> bool:
+        return self._clean
+
+    @property
+    def close_reason(self) -> str | None:
+        return None if self._clean else "the scripted connection was cut"
+
+    async def send_message(self, message: Message) -> None:
+        await self._backend.checkpoint()
+        if self._closed_by_client:
+            raise ExecError(ExecErrorCode.FAILED, "The exec connection closed while sending")
+        self._call.sent.append(message)
+
+    async def receive_message(self) -> Message | None:
+        await self._backend.checkpoint()
+        if self._closed_by_client or self._position >= len(self._messages):
+            self._ended = True
+            return None
+        message = self._messages[self._position]
+        self._position += 1
+        return message
+
+    def close(self) -> None:
+        self._closed_by_client = True
+
+
+Script = Sequence[Message] | Callable[[ExecCall], Sequence[Message]]
+
+
+class MemoryBackend:
+    """A :class:`~kuber_exec_core.Backend` with no I/O.
+
+    Args:
+        respond: answers each REST ``ApiGet`` (404 ``Status`` for what does not exist).
+        script: the server messages of every exec, or a function of the :class:`ExecCall`
+            returning them (to script by command).
+        subprotocols: what the fake server supports (v5 and v4 by default).
+        clean_close: whether the connection ends with a Close frame after the script.
+    """
+
+    def __init__(
+        self,
+        respond: Callable[[ApiGet], ApiResponse],
+        script: Script = (),
+        *,
+        subprotocols: Sequence[Subprotocol] = (Subprotocol.V5, Subprotocol.V4),
+        clean_close: bool = True,
+    ) -> None:
+        self._respond = respond
+        self._script = script
+        self._subprotocols = tuple(subprotocols)
+        self._clean_close = clean_close
+        self.calls: list[ExecCall] = []
+        self.requests: list[ApiGet] = []
+
+    async def checkpoint(self) -> None:
+        """Yield to the runtime's scheduler (the adapters' subclasses bind it)."""
+
+    async def _run(self, plan: ApiPlan[object]) -> object:
+        while (request := plan.next_request()) is not None:
+            await self.checkpoint()
+            self.requests.append(request)
+            plan.response_received(self._respond(request))
+        return plan.result()
+
+    async def get_deployment(self, namespace: str, name: str) -> Deployment | None:
+        result = await self._run(DeploymentLookup(namespace, name))
+        assert result is None or isinstance(result, Deployment)
+        return result
+
+    async def list_pods(self, namespace: str, selector: LabelSelector) -> Sequence[Pod]:
+        result = await self._run(PodListing(namespace, selector))
+        assert isinstance(result, tuple)
+        return result
+
+    @asynccontextmanager
+    async def exec(
+        self,
+        target: ResolvedTarget,
+        command: Sequence[str],
+        streams: ExecStreams,
+        subprotocols: Sequence[Subprotocol],
+    ) -> AsyncIterator[MemoryExecConnection]:
+        await self.checkpoint()
+        offered = tuple(subprotocols)
+        chosen = choose_subprotocol([p.value for p in offered], self._subprotocols)
+        if chosen is None:
+            raise exec_upgrade_error(403, b"", tuple(p.value for p in offered))
+        call = ExecCall(
+            target=target,
+            command=tuple(command),
+            streams=streams,
+            offered=offered,
+            subprotocol=chosen,
+        )
+        self.calls.append(call)
+        script = self._script
+        messages = script(call) if callable(script) else script
+        connection = MemoryExecConnection(self, call, messages, self._clean_close)
+        try:
+            yield connection
+        finally:
+            connection.close()
