@@ -22,8 +22,11 @@ from ._errors import ExecErrorCode as ExecErrorCode
 from ._errors import ExecOutputLimitError as ExecOutputLimitError
 from ._errors import ExecProtocolError as ExecProtocolError
 from ._errors import StreamName as StreamName
+from ._exec_url import ExecQuery as ExecQuery
 from ._exec_url import ExecStreams as ExecStreams
 from ._exec_url import exec_path as exec_path
+from ._exec_url import parse_exec_flag as parse_exec_flag
+from ._exec_url import parse_exec_query as parse_exec_query
 from ._execute import ExecResult as ExecResult
 from ._execute import ExecuteRun as ExecuteRun
 from ._execute import OutputBuffer as OutputBuffer
@@ -87,6 +90,7 @@ from ._selection import rank_pods as rank_pods
 from ._selector import LabelSelector as LabelSelector
 from ._selector import Requirement as Requirement
 from ._selector import SelectorOperator as SelectorOperator
+from ._server import MAX_CLIENT_FRAME_BYTES as MAX_CLIENT_FRAME_BYTES
 from ._server import ClientMessage as ClientMessage
 from ._server import ResizeReceived as ResizeReceived
 from ._server import ServerChannel as ServerChannel
@@ -111,6 +115,7 @@ from ._subprotocols import Subprotocol as Subprotocol
 from ._subprotocols import accept_subprotocol as accept_subprotocol
 from ._subprotocols import choose_subprotocol as choose_subprotocol
 from ._subprotocols import parse_subprotocol_header as parse_subprotocol_header
+from ._subprotocols import server_subprotocols as server_subprotocols
 from ._target import ResolvedTarget as ResolvedTarget
 
 __version__ = "0.1.0"
@@ -185,6 +190,11 @@ __all__ = [
     "decode_message",
     "encode_message",
     "exec_path",
+    "ExecQuery",
+    "parse_exec_flag",
+    "parse_exec_query",
+    "server_subprotocols",
+    "MAX_CLIENT_FRAME_BYTES",
     "parse_status",
     "parse_subprotocol_header",
     # frames and sessions
