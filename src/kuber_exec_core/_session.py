@@ -183,6 +183,9 @@ class ExecSession:
             self._apply(SessionInput.SEND_CLOSE)
             self._pending.clear()
             return []
+        if self.is_finished:
+            # The seed's send() checks "aborted" before it looks at the frame's type.
+            raise ExecError(ExecErrorCode.ABORTED, "Exec request was aborted")
         raise ExecError(ExecErrorCode.INVALID, "Unknown interactive exec frame")
 
     def _send_stdin(self, frame: Stdin) -> list[Message]:
