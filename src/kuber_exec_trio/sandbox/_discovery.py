@@ -27,8 +27,10 @@ AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGro
 
 # (resource, singular, kind, short names, verbs, subresources)
 _CORE: list[tuple[str, str, str, list[str], list[str], list[str]]] = [
+    ("namespaces", "namespace", "Namespace", ["ns"], ["get", "list"], []),
     ("pods", "pod", "Pod", ["po"], ["get", "list"], ["exec"]),
 ]
+_CLUSTER_SCOPED = {"namespaces"}
 _APPS: list[tuple[str, str, str, list[str], list[str], list[str]]] = [
     ("deployments", "deployment", "Deployment", ["deploy"], ["get", "list"], []),
     ("replicasets", "replicaset", "ReplicaSet", ["rs"], ["get", "list"], []),
@@ -91,11 +93,11 @@ def _resource_list(
             {
                 "name": name,
                 "singularName": singular,
-                "namespaced": True,
+                "namespaced": name not in _CLUSTER_SCOPED,
                 "kind": kind,
                 "verbs": verbs,
                 "shortNames": short,
-                "categories": ["all"],
+                "categories": [] if name in _CLUSTER_SCOPED else ["all"],
             }
         )
         for sub in subresources:
@@ -135,11 +137,11 @@ def _aggregated_group(
             {
                 "resource": resource,
                 "responseKind": {"group": group, "version": "v1", "kind": kind},
-                "scope": "Namespaced",
+                "scope": "Cluster" if resource in _CLUSTER_SCOPED else "Namespaced",
                 "singularResource": singular,
                 "verbs": verbs,
                 "shortNames": short,
-                "categories": ["all"],
+                "categories": [] if resource in _CLUSTER_SCOPED else ["all"],
                 "subresources": [
                     {
                         "subresource": sub,

@@ -9,9 +9,8 @@ read and dropped). Only the method and path are ever logged: never headers (an
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
@@ -232,13 +231,3 @@ class ConnectionHandler:
             data += connection.send(h11.Data(data=answer.body)) or b""
         data += connection.send(h11.EndOfMessage()) or b""
         await stream.send_all(data)
-
-
-def dumps(value: object) -> bytes:
-    """Compact JSON bytes."""
-    return json.dumps(value, separators=(",", ":")).encode("utf-8")
-
-
-def query_values(query: Sequence[tuple[str, str]], key: str) -> list[str]:
-    """Every value of ``key`` in a decoded query, in order."""
-    return [v for k, v in query if k == key]

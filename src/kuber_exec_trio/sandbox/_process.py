@@ -36,6 +36,7 @@ class ProcessRegistry:
 
     def __init__(self) -> None:
         self._live: set[int] = set()
+        self._changed = trio.lowlevel.ParkingLot()
 
     def __len__(self) -> int:
         return len(self._live)
@@ -45,6 +46,12 @@ class ProcessRegistry:
 
     def discard(self, pid: int) -> None:
         self._live.discard(pid)
+        self._changed.unpark_all()
+
+    async def wait_empty(self) -> None:
+        """Return once no child is live (at once if none is)."""
+        while self._live:
+            await self._changed.park()
 
 
 def _make_controlling_terminal() -> None:

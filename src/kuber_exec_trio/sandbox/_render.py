@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._cluster import DeploymentObject, OwnerRef, PodObject, ReplicaSetObject
+from ._cluster import DeploymentObject, OwnerRef, PodObject, ReplicaSetObject, stable_uid
 
 __all__ = [
     "deployment_json",
+    "namespace_json",
     "object_list",
     "pod_json",
     "replica_set_json",
@@ -195,6 +196,21 @@ def pod_json(pod: PodObject) -> JSON:
             "containerStatuses": statuses,
             "startTime": pod.creation_timestamp,
         },
+    }
+
+
+def namespace_json(name: str) -> JSON:
+    """A ``v1`` Namespace (always Active)."""
+    return {
+        "kind": "Namespace",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": name,
+            "uid": stable_uid("Namespace", "", name),
+            "labels": {"kubernetes.io/metadata.name": name},
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
     }
 
 

@@ -34,6 +34,7 @@ _ROUTES = [
     (re.compile(r"/apis/apps/v1/deployments()()"), "deployments"),
     (re.compile(r"/apis/apps/v1/replicasets()()"), "replicasets"),
 ]
+_NAMESPACES = re.compile(rf"/api/v1/namespaces(?:/{_NAME})?")
 _GROUP = {"pods": "", "deployments": "apps", "replicasets": "apps"}
 _TABLE_CONTENT_TYPE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
@@ -81,6 +82,9 @@ def handle_rest(
 ) -> RestResponse:
     """Answer one non-exec request."""
     discovery = _discovery_answer(path, accept, offer_v5, server_address)
+    namespace_match = _NAMESPACES.fullmatch(path)
+    if namespace_match is not None and method in ("GET", "HEAD"):
+        return _namespaces(cluster, namespace_match.group(1))
     route = next(((m, r) for p, r in _ROUTES if (m := p.fullmatch(path))), None)
     if discovery is None and route is None:
         return _not_found_path()
@@ -126,6 +130,19 @@ def _discovery_answer(path: str, accept: str, offer_v5: bool, address: str) -> R
     if path == "/apis/apps/v1":
         return json_response(_discovery.apps_v1_resources())
     return None
+
+
+def _namespaces(cluster: Cluster, name: str | None) -> RestResponse:
+    """``v1`` Namespaces: kubectl reads one to explain a NotFound."""
+    if name is None:
+        items = [_render.namespace_json(n) for n in sorted(cluster.namespaces)]
+        return json_response(
+            _render.object_list("NamespaceList", "v1", items, cluster.resource_version, "")
+        )
+    if name not in cluster.namespaces:
+        details: JSON = {"name": name, "kind": "namespaces"}
+        return status_response(404, "NotFound", f'namespaces "{name}" not found', details)
+    return json_response(_render.namespace_json(name))
 
 
 def _counts(pods: list[PodObject]) -> tuple[int, int]:

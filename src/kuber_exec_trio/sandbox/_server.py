@@ -57,6 +57,10 @@ class Sandbox:
         """Child processes spawned by exec sessions and not yet reaped."""
         return len(self._registry)
 
+    async def wait_processes_reaped(self) -> None:
+        """Return once every child process has been reaped (call on the sandbox's trio loop)."""
+        await self._registry.wait_empty()
+
 
 def check_host(host: str, *, allow_non_loopback: bool) -> None:
     """Refuse a non-loopback address unless explicitly allowed.

@@ -1,0 +1,43 @@
+"""Fixtures for the sandbox API server's tests.
+
+``sandbox`` is a running demo sandbox on the test's trio loop; ``kubectl`` the path of a kubectl
+binary: when there is none the test is skipped locally and *fails* under ``CI=true``, so CI never
+silently loses the real-client tests.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from kuber_exec_trio.sandbox import Cluster, Sandbox, demo_cluster, serve_sandbox
+
+
+def ready_web_pod(cluster: Cluster) -> str:
+    """The name of the demo's ready ``web`` pod."""
+    web = cluster.deployment("demo", "web")
+    assert web is not None
+    return next(p.name for p in cluster.pods_of(web) if p.ready)
+
+
+@pytest.fixture
+async def sandbox() -> AsyncIterator[Sandbox]:
+    async with serve_sandbox(demo_cluster()) as running:
+        yield running
+        # Every session a test opened ends with its child reaped (never left to the shutdown).
+        with trio.fail_after(10):
+            await running.wait_processes_reaped()
+
+
+@pytest.fixture
+def kubectl() -> str:
+    path = shutil.which("kubectl")
+    if path is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("kubectl is not on PATH, and CI=true requires the kubectl tests to run")
+        pytest.skip("kubectl is not on PATH")
+    return path
