@@ -100,6 +100,7 @@ class ExecuteRun:
         self._stdin = stdin
         self._stdout = OutputBuffer("stdout", stdout_cap)
         self._stderr = OutputBuffer("stderr", stderr_cap)
+        self._failure: ExecError | None = None
 
     @staticmethod
     def subprotocols(*, stdin: bool) -> tuple[Subprotocol, ...]:
@@ -127,7 +128,19 @@ class ExecuteRun:
         Raises:
             ExecOutputLimitError: a stream passed its cap (at its first excess byte).
             ExecError: the status was a failure, or the connection ended without one.
+
+        A raised error is final: later calls raise it again. (Carrying on after the limit error
+        would drop the excess chunk and return a truncated result as if it were complete.)
         """
+        if self._failure is not None:
+            raise self._failure
+        try:
+            return self._next_outcome()
+        except ExecError as error:
+            self._failure = error
+            raise
+
+    def _next_outcome(self) -> ExecResult | Literal[SessionSignal.NEED_DATA]:
         while True:
             event = self.session.next_event()
             if event is NEED_DATA:
