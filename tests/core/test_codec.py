@@ -537,3 +537,28 @@ def test_exec_path_cannot_be_injected(
         ("stdout", "true"),
         ("stderr", "true"),
     ]
+
+
+@given(
+    st.sampled_from(Subprotocol),
+    st.binary(max_size=60)
+    | st.text(max_size=60)
+    | st.builds(lambda p: b"\x04" + p, st.binary(max_size=40))
+    | st.sampled_from(
+        [
+            b'\x04{"Width":1e400,"Height":1}',
+            b'\x04{"Width":100000000000000000000,"Height":1}',
+            b"\x04" + b"[" * 3000,
+            b'\x04{"Width":NaN}',
+        ]
+    ),
+)
+def test_decode_client_never_raises_anything_else(
+    subprotocol: Subprotocol, message: bytes | str
+) -> None:
+    try:
+        event = ServerChannel(subprotocol).decode_client(message)
+    except ExecProtocolError as error:
+        assert error.code is ExecErrorCode.FAILED  # noqa: PT017
+    else:
+        assert event is None or isinstance(event, StdinReceived | StdinClosed | ResizeReceived)

@@ -569,3 +569,25 @@ def test_exec_upgrade_error() -> None:
     )
     assert rbac.code is ExecErrorCode.FAILED
     assert rbac.message.endswith("HTTP 403: pods/exec is forbidden")
+
+
+@given(
+    st.binary(max_size=80) | json_values.map(lambda v: json.dumps(v).encode()),
+    st.sampled_from([200, 201, 404, 403, 500]),
+)
+def test_plans_turn_any_answer_into_a_result_or_exec_failed(body: bytes, status: int) -> None:
+    plans: list[DeploymentLookup | PodListing] = [
+        DeploymentLookup("ns", "web"),
+        PodListing("ns", LabelSelector.from_labels({"app": "web"})),
+    ]
+    for plan in plans:
+        try:
+            for _ in range(5):
+                if plan.next_request() is None:
+                    break
+                plan.response_received(ApiResponse(status=status, body=body))
+        except ExecError as error:
+            code = error.code
+        else:
+            code = ExecErrorCode.FAILED
+        assert code is ExecErrorCode.FAILED
