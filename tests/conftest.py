@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("default", max_examples=100, deadline=None)
 settings.register_profile(
     "ci",
-    max_examples=400,
+    max_examples=250,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     print_blob=True,
