@@ -338,7 +338,11 @@ _odd_text = st.text(
     alphabet=st.sampled_from("abz09-._A \t\n\x00\x1c\u3000\ufeff\u2028é😀\ud800"), max_size=12
 )
 _names = kt.dns_labels() | kt.dns_subdomains() | _odd_text | st.sampled_from(["a" * 64, "a" * 254])
-_uids = kt.workspace_uids() | _odd_text | st.sampled_from(["u" * 257, "😀" * 129, "😀" * 128])
+# Blank to JavaScript's trim() or not: U+001C and U+0085 are whitespace to Python only.
+_blanks = st.text(alphabet=" \t\n\v\u3000\ufeff\u2028\xa0\u2007\x1c\x85", max_size=3)
+_uids = (
+    kt.workspace_uids() | _odd_text | _blanks | st.sampled_from(["u" * 257, "😀" * 129, "😀" * 128])
+)
 _arguments = _odd_text | st.sampled_from(["x" * 20, "€" * 7, "😀" * 5])
 _small_limits = st.builds(
     ExecLimits,
