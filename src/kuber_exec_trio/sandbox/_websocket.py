@@ -140,16 +140,18 @@ class WebSocket:
             with contextlib.suppress(ClientGone):
                 await self._send(CloseConnection(code=code, reason=reason))
         self._closed = True
-        with trio.CancelScope(shield=True):
-            await self._drain_and_close()
-
-    async def _drain_and_close(self) -> None:
         try:
+            await self._linger()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._stream.aclose()
+
+    async def _linger(self) -> None:
+        # Half-close, then read and drop until the client closes (bounded): closing a socket with
+        # unread input sends a TCP reset, which can destroy the client's unread last frames.
+        # The server stopping cancels this at once.
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             await self._stream.send_eof()
             with trio.move_on_after(_LINGER_SECONDS):
                 while await self._stream.receive_some(_RECEIVE_BYTES):
                     pass
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        finally:
-            await self._stream.aclose()
