@@ -88,6 +88,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     except KeyboardInterrupt:
         return 0
+    except BaseExceptionGroup as group:
+        # Ctrl-C inside the server's nursery arrives wrapped in an exception group.
+        _, rest = group.split(KeyboardInterrupt)
+        if rest is None:
+            return 0
+        raise
     except NonLoopbackError as error:
         print(f"kuber-exec sandbox: {error}", file=sys.stderr)
         return 2

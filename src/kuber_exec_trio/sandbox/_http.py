@@ -30,7 +30,9 @@ __all__ = ["ConnectionHandler", "ExecRunner"]
 _log = logging.getLogger("kuber_exec_trio.sandbox")
 _MAX_HEAD_BYTES = 64 * 1024
 _MAX_BODY_BYTES = 1024 * 1024
-_RECEIVE_BYTES = 64 * 1024
+_LINGER_SECONDS = 2.0
+# Small reads so h11 notices an oversized head (it checks its buffer between reads).
+_RECEIVE_BYTES = 16 * 1024
 _EXEC_PATH = "/api/v1/namespaces/{}/pods/{}/exec"
 
 #: Runs an accepted exec on its WebSocket until the session ends.
@@ -73,6 +75,16 @@ def _is_websocket_upgrade(request: _Request) -> bool:
     return "websocket" in upgrade and "upgrade" in connection
 
 
+async def _linger(stream: trio.SocketStream) -> None:
+    # After an answer that closes the connection (an error, or "Connection: close" refused
+    # upgrade), read and drop what the client still sends, for a bounded time: closing with unread
+    # input sends a TCP reset, which can destroy the answer before the client reads it.
+    await stream.send_eof()
+    with trio.move_on_after(_LINGER_SECONDS):
+        while await stream.receive_some(_RECEIVE_BYTES):
+            pass
+
+
 @attrs.define
 class ConnectionHandler:
     """Serves HTTP connections for one sandbox (a ``trio.serve_tcp`` handler)."""
@@ -86,6 +98,8 @@ class ConnectionHandler:
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD_BYTES)
         try:
             await self._serve(connection, stream)
+            if connection.our_state is h11.MUST_CLOSE and connection.their_state is not h11.CLOSED:
+                await _linger(stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # The client went away; nothing to answer.
         finally:
