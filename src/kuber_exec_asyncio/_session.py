@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 
 from kuber_exec_core import (
     ClientFrame,
@@ -102,17 +101,18 @@ class InteractiveSession:
             self._frames.get_nowait()
         self._frames.put_nowait(_END)
 
-    def __aiter__(self) -> AsyncIterator[ServerFrame]:
-        return self._iterate()
+    def __aiter__(self) -> InteractiveSession:
+        return self
 
-    async def _iterate(self) -> AsyncIterator[ServerFrame]:
-        while True:
-            frame = await self._frames.get()
-            if frame is _END:
-                self._frames.put_nowait(_END)  # every later iteration ends too
-                return
-            assert isinstance(frame, ServerFrame)
-            yield frame
+    async def __anext__(self) -> ServerFrame:
+        # A plain iterator, not an async generator: breaking out of ``async for`` must not
+        # leave a half-run generator for the garbage collector to finalize.
+        frame = await self._frames.get()
+        if frame is _END:
+            self._frames.put_nowait(_END)  # every later iteration ends too
+            raise StopAsyncIteration
+        assert isinstance(frame, ServerFrame)
+        return frame
 
     def start_reader(self, tasks: asyncio.TaskGroup) -> None:
         """Start the reader task in ``tasks`` (the session's owner's task group)."""

@@ -8,9 +8,11 @@ unfragmented message per client frame, TLS verified by default, with keepalive p
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
+from urllib.parse import urlsplit
 
 import httpx
 import trio
@@ -47,6 +49,8 @@ DEFAULT_PONG_TIMEOUT = 30.0
 MAX_SERVER_MESSAGE_BYTES = 32 * 1024 * 1024
 # trio-websocket's default 4 KiB socket reads cost a syscall per 4 KiB of output.
 _RECEIVE_BUFFER_BYTES = 256 * 1024
+
+_Stream = trio.SocketStream | trio.SSLStream[trio.SocketStream]
 
 
 class KubernetesBackend:
@@ -131,46 +135,42 @@ class KubernetesBackend:
         subprotocols: Sequence[Subprotocol],
     ) -> AsyncIterator[TrioWebSocketExecConnection]:
         offer = tuple(subprotocols)
-        url = self.config.websocket_base + exec_path(target, command, streams)
+        resource = exec_path(target, command, streams)
         headers = [
             (name.encode("latin-1"), value.encode("latin-1"))
             for name, value in await self._client().auth_headers()
         ]
-        context = trio_websocket.open_websocket_url(
-            url,
-            self.config.ssl_context,
-            subprotocols=[protocol.value for protocol in offer],
-            extra_headers=headers,
-            message_queue_size=1,
-            max_message_size=MAX_SERVER_MESSAGE_BYTES,
-            connect_timeout=self._request_timeout,
-            disconnect_timeout=min(self._pong_timeout, 5.0),
-            receive_buffer_size=_RECEIVE_BUFFER_BYTES,
-        )
+        # The TCP/TLS stream is ours, not trio-websocket's: after a server-initiated close
+        # trio-websocket's client never closes its stream, and an unclosed socket leaks.
+        stream = await self._connect(target)
         opened = False
         try:
-            async with context as websocket:
-                opened = True
-                connection = TrioWebSocketExecConnection(
-                    websocket, accept_subprotocol(offer, websocket.subprotocol)
-                )
-                logger.debug(
-                    "exec connection to %s/%s uses %s",
-                    target.namespace,
-                    target.pod,
-                    connection.subprotocol.value,
-                )
-                with single_exception():
-                    async with trio.open_nursery() as nursery:
-                        if self._ping_interval is not None:
-                            nursery.start_soon(
-                                connection.keepalive, self._ping_interval, self._pong_timeout
-                            )
-                        try:
-                            yield connection
-                        finally:
-                            nursery.cancel_scope.cancel()
+            with single_exception():
+                async with trio.open_nursery() as nursery:
+                    websocket = await self._handshake(nursery, stream, resource, headers, offer)
+                    opened = True
+                    connection = TrioWebSocketExecConnection(
+                        websocket, accept_subprotocol(offer, websocket.subprotocol)
+                    )
+                    logger.debug(
+                        "exec connection to %s/%s uses %s",
+                        target.namespace,
+                        target.pod,
+                        connection.subprotocol.value,
+                    )
+                    if self._ping_interval is not None:
+                        nursery.start_soon(
+                            connection.keepalive, self._ping_interval, self._pong_timeout
+                        )
+                    try:
+                        yield connection
+                    finally:
+                        with trio.move_on_after(min(self._pong_timeout, 5.0)) as closing:
+                            closing.shield = True
+                            await websocket.aclose()
+                        nursery.cancel_scope.cancel()
         except trio_websocket.ConnectionRejected as rejected:
+            # trio-websocket's reader task raises the rejection into our nursery.
             if opened:
                 raise
             raise exec_upgrade_error(
@@ -180,6 +180,63 @@ class KubernetesBackend:
             if opened:
                 raise
             raise ExecError(
+                ExecErrorCode.FAILED, f"The exec upgrade failed: {type(error).__name__}"
+            ) from None
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    async def _connect(self, target: ResolvedTarget) -> _Stream:
+        parts = urlsplit(self.config.server)
+        host = parts.hostname or ""
+        secure = parts.scheme == "https"
+        port = parts.port or (443 if secure else 80)
+        try:
+            with trio.fail_after(self._request_timeout):
+                tcp = await trio.open_tcp_stream(host, port)
+                if not secure:
+                    return tcp
+                context = self.config.ssl_context or ssl.create_default_context()
+                tls = trio.SSLStream(tcp, context, server_hostname=host, https_compatible=True)
+                try:
+                    await tls.do_handshake()
+                except BaseException:
+                    await trio.aclose_forcefully(tls)
+                    raise
+                return tls
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError) as error:
+            raise ExecError(
                 ExecErrorCode.FAILED,
                 f"Could not open the exec connection to {target.pod}: {type(error).__name__}",
+            ) from None
+
+    async def _handshake(
+        self,
+        nursery: trio.Nursery,
+        stream: _Stream,
+        resource: str,
+        headers: list[tuple[bytes, bytes]],
+        offer: tuple[Subprotocol, ...],
+    ) -> trio_websocket.WebSocketConnection:
+        host = urlsplit(self.config.server).netloc
+        try:
+            with trio.fail_after(self._request_timeout):
+                return await trio_websocket.wrap_client_stream(
+                    nursery,
+                    stream,
+                    host,
+                    resource,
+                    subprotocols=[protocol.value for protocol in offer],
+                    extra_headers=headers,
+                    message_queue_size=1,
+                    max_message_size=MAX_SERVER_MESSAGE_BYTES,
+                    receive_buffer_size=_RECEIVE_BUFFER_BYTES,
+                )
+        except trio_websocket.ConnectionRejected as rejected:
+            raise exec_upgrade_error(
+                rejected.status_code, rejected.body or b"", tuple(p.value for p in offer)
+            ) from None
+        except (trio_websocket.HandshakeError, trio.TooSlowError, OSError) as error:
+            raise ExecError(
+                ExecErrorCode.FAILED,
+                f"The exec upgrade failed: {type(error).__name__}",
             ) from None

@@ -9,7 +9,6 @@ server. One locked send path writes the client's frames. The core decides everyt
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 
 import trio
 
@@ -96,17 +95,18 @@ class InteractiveSession:
         self._reader_scope.cancel()
         await self._frames_out.aclose()
 
-    def __aiter__(self) -> AsyncIterator[ServerFrame]:
-        return self._iterate()
+    def __aiter__(self) -> InteractiveSession:
+        return self
 
-    async def _iterate(self) -> AsyncIterator[ServerFrame]:
+    async def __anext__(self) -> ServerFrame:
+        # A plain iterator, not an async generator: breaking out of ``async for`` must not
+        # leave a half-run generator for the garbage collector to finalize.
         if self._closed:
-            return
+            raise StopAsyncIteration
         try:
-            async for frame in self._frames_out:
-                yield frame
-        except trio.ClosedResourceError:
-            return  # aclose() during iteration: nothing after a client close.
+            return await self._frames_out.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise StopAsyncIteration from None
 
     async def run_reader(self) -> None:
         """The reader task: core events into the bounded channel until the terminal frame."""

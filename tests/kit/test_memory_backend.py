@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -35,7 +35,7 @@ from kuber_exec_core.testing import (
     server_scripts,
 )
 
-ADAPTERS: dict[str, tuple[Any, Any, Callable[[Callable[[], Awaitable[Any]]], Any]]] = {
+ADAPTERS: dict[str, tuple[Any, Any, Callable[[Callable[[], Coroutine[Any, Any, Any]]], Any]]] = {
     "trio": (kuber_exec_trio, kuber_exec_trio.testing, trio.run),
     "asyncio": (kuber_exec_asyncio, kuber_exec_asyncio.testing, lambda f: asyncio.run(f())),
 }
