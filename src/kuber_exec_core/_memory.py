@@ -76,7 +76,7 @@ class MemoryExecConnection:
 
     @property
     def close_reason(self) -> str | None:
-        return None if self._clean else "the scripted connection was cut"
+        return None  # a scripted cut carries no reason, like a reset TCP connection
 
     async def send_message(self, message: Message) -> None:
         await self._backend.checkpoint()

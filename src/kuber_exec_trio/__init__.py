@@ -26,6 +26,7 @@ from kuber_exec_kube import ClusterConfig as ClusterConfig
 from ._kubernetes import KubernetesBackend as KubernetesBackend
 from ._service import ExecService as ExecService
 from ._session import InteractiveSession as InteractiveSession
+from ._websocket import connect_exec as connect_exec
 
 __all__ = [
     # the service
@@ -35,6 +36,7 @@ __all__ = [
     "ExecService",
     "InteractiveSession",
     "KubernetesBackend",
+    "connect_exec",
     # re-exported from kuber_exec_core
     "Close",
     "Error",
