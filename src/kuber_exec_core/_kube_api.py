@@ -42,6 +42,8 @@ T_co = TypeVar("T_co", covariant=True)
 T = TypeVar("T")
 
 _PAGE_SIZE = 500
+#: 500 pods a page: far more pods than any Deployment's selector matches.
+_MAX_PAGES = 200
 
 
 @attrs.frozen(kw_only=True)
@@ -151,6 +153,7 @@ class PodListing:
         self._selector = selector.to_query()
         self._records: list[PodRecord] = []
         self._continue: str | None = None
+        self._pages = 0
         self._listing = True
         self._pending_replica_sets: list[str] = []
         self._replica_sets: dict[str, ReplicaSet] = {}
@@ -189,6 +192,14 @@ class PodListing:
             raise api_error(request, response)
         records, token = parse_pod_list(load_json_object(response.body, "PodList"))
         self._records.extend(records)
+        self._pages += 1
+        if token is not None and (token == self._continue or self._pages >= _MAX_PAGES):
+            # A server that repeats its continue token (or never ends) must not hang us.
+            raise ExecError(
+                ExecErrorCode.FAILED,
+                f"Kubernetes API GET {request.path} did not finish paging after "
+                f"{self._pages} pages",
+            )
         self._continue = token
         if token is None:
             self._listing = False
