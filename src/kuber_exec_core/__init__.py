@@ -105,6 +105,7 @@ from ._state import REFUSALS as REFUSALS
 from ._state import TRANSITIONS as TRANSITIONS
 from ._state import SessionInput as SessionInput
 from ._state import SessionState as SessionState
+from ._state import state_diagram as state_diagram
 from ._status import parse_status as parse_status
 from ._status import status_exit_code as status_exit_code
 from ._status import status_failure as status_failure
@@ -215,6 +216,7 @@ __all__ = [
     "SessionInput",
     "SessionSignal",
     "SessionState",
+    "state_diagram",
     "Stderr",
     "Stdin",
     "Stdout",

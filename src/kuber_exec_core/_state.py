@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 from ._errors import ExecErrorCode
 
-__all__ = ["REFUSALS", "TRANSITIONS", "SessionInput", "SessionState"]
+__all__ = ["REFUSALS", "TRANSITIONS", "SessionInput", "SessionState", "state_diagram"]
 
 
 class SessionState(enum.Enum):
@@ -92,3 +92,13 @@ REFUSALS: Mapping[tuple[SessionState, SessionInput], tuple[ExecErrorCode, str]] 
         },
     }
 )
+
+
+def state_diagram() -> str:
+    """The state table as a Mermaid ``stateDiagram-v2`` (the docs page is generated from it)."""
+    lines = ["stateDiagram-v2", f"    [*] --> {SessionState.OPEN.name}"]
+    for (state, event), target in TRANSITIONS.items():
+        lines.append(f"    {state.name} --> {target.name}: {event.value}")
+    for state in (SessionState.ENDED, SessionState.CLOSED):
+        lines.append(f"    {state.name} --> [*]")
+    return "\n".join(lines) + "\n"
