@@ -188,6 +188,27 @@ async def test_fragments_are_not_reassembled(sandbox: Sandbox) -> None:
 
 
 @pytest.mark.trio
+async def test_pings_are_answered_mid_session(sandbox: Sandbox) -> None:
+    socket = await open_exec(sandbox, ["cat"], stdin="true", stdout="true")
+    assert await socket.receive() == bytes((Channel.STDOUT,))
+    assert await socket.ping(b"keepalive-1") == b"keepalive-1"
+    await socket.send(bytes((Channel.CLOSE, Channel.STDIN)))
+    messages, closed = await socket.receive_all()
+    assert json.loads(decoded(V5, messages)[-1][1])["status"] == "Success"
+    assert closed.code == 1000
+
+
+@pytest.mark.trio
+async def test_a_text_frame_on_a_binary_protocol_ends_the_session(sandbox: Sandbox) -> None:
+    socket = await open_exec(sandbox, ["sleep", "1000"], stdin="true", stdout="true")
+    assert await socket.receive() == bytes((Channel.STDOUT,))
+    await socket.send("\x00text")
+    messages, closed = await socket.receive_all()
+    assert (messages, closed.code) == ([], 1002)
+    await sandbox.wait_processes_reaped()
+
+
+@pytest.mark.trio
 async def test_oversized_frame_ends_the_session(sandbox: Sandbox) -> None:
     socket = await open_exec(sandbox, ["sleep", "1000"], stdin="true", stdout="true")
     assert await socket.receive() == bytes((Channel.STDOUT,))

@@ -13,7 +13,7 @@ import h11
 import trio
 from wsproto import ConnectionType
 from wsproto.connection import Connection
-from wsproto.events import BytesMessage, CloseConnection, Message, Ping, TextMessage
+from wsproto.events import BytesMessage, CloseConnection, Message, Ping, Pong, TextMessage
 from wsproto.utilities import generate_nonce
 
 from kuber_exec_trio.sandbox import Sandbox
@@ -54,6 +54,16 @@ class RawWebSocket:
             else BytesMessage(message, message_finished=finished)
         )
         await self.stream.send_all(self._ws.send(event))
+
+    async def ping(self, payload: bytes) -> bytes:
+        """Send a Ping and return the payload of the Pong (messages meanwhile are not expected)."""
+        await self.stream.send_all(self._ws.send(Ping(payload=payload)))
+        while True:
+            for event in self._ws.events():
+                if isinstance(event, Pong):
+                    return bytes(event.payload)
+                raise AssertionError(f"unexpected {event!r} while waiting for a pong")
+            self._ws.receive_data(bytes(await self.stream.receive_some(65536)))
 
     async def receive(self) -> bytes | str | Closed:
         """The next whole server message, or the Close."""

@@ -55,6 +55,7 @@ async def run_exec_session(
 ) -> None:
     """Run ``plan`` over ``websocket`` to the end, then close the connection. Never raises
     for anything the client does; cancellation (the server stopping) kills the process."""
+    _log.debug("exec %s", describe(plan))
     session = _Session(websocket, plan, registry=registry, cwd=cwd)
     try:
         await session.run()
@@ -75,48 +76,57 @@ class _Session:
         self.close_reason = ""
 
     async def run(self) -> None:
-        streams = self._plan.streams
         try:
-            await self._ws.send_message(
-                self._channel.initial_message(stdout=streams.stdout, stderr=streams.stderr)
-            )
-            if self._plan.failure is not None:
-                await self._send_status(self._plan.failure)
-                return
-            if not self._plan.command:
-                await self._send_status(
-                    status_failure("error executing command in container: no command specified")
-                )
+            child = await self._start()
+            if isinstance(child, bytes):
+                await self._send_initial_message()
+                await self._send_status(child)
                 return
             try:
-                child = await spawn(
-                    self._plan.command,
-                    env=exec_environment(self._plan),
-                    cwd=self._cwd,
-                    streams=streams,
-                    registry=self._registry,
-                )
-            except OSError as error:
-                # What a runtime reports when exec(2) fails: a failure to run, not an exit code.
-                executable = self._plan.command[0]
-                reason = (
-                    "executable file not found in $PATH"
-                    if isinstance(error, FileNotFoundError)
-                    else error.strerror or type(error).__name__
-                )
-                await self._send_status(
-                    status_failure(
-                        "error executing command in container: failed to exec in container: "
-                        f'exec: "{executable}": {reason}'
-                    )
-                )
-                return
-            try:
+                await self._send_initial_message()
                 await self._run_child(child)
             finally:
                 await child.kill_and_reap()
         except ClientGone:
             _log.debug("exec client went away")
+
+    async def _send_initial_message(self) -> None:
+        # Sent once the process is started, yet still before any other message, so the wire is
+        # the real server's. Why not at once: kubectl's client-go (1.30-1.32) starts its reader
+        # before it creates its streams and logs "Unknown stream id 1, discarding message" for a
+        # message that arrives in between; a real server's network latency hides that race, a
+        # loopback server does not.
+        streams = self._plan.streams
+        await self._ws.send_message(
+            self._channel.initial_message(stdout=streams.stdout, stderr=streams.stderr)
+        )
+
+    async def _start(self) -> ChildProcess | bytes:
+        """The started process, or the Status that reports why nothing runs."""
+        if self._plan.failure is not None:
+            return self._plan.failure
+        if not self._plan.command:
+            return status_failure("error executing command in container: no command specified")
+        try:
+            child = await spawn(
+                self._plan.command,
+                env=exec_environment(self._plan),
+                cwd=self._cwd,
+                streams=self._plan.streams,
+                registry=self._registry,
+            )
+        except OSError as error:
+            # What a runtime reports when exec(2) fails: a failure to run, not an exit code.
+            reason = (
+                "executable file not found in $PATH"
+                if isinstance(error, FileNotFoundError)
+                else error.strerror or type(error).__name__
+            )
+            return status_failure(
+                "error executing command in container: failed to exec in container: "
+                f'exec: "{self._plan.command[0]}": {reason}'
+            )
+        return child
 
     async def _run_child(self, child: ChildProcess) -> None:
         async with trio.open_nursery() as nursery:

@@ -65,3 +65,8 @@ def run_sandbox_in_thread(cluster: Cluster | None = None, **kwargs: Any) -> Iter
         thread.join(_STOP_TIMEOUT_SECONDS)
         if thread.is_alive():
             raise RuntimeError("the sandbox thread did not stop")
+    if not started.empty():
+        # The server crashed while serving: report it rather than lose it with the thread.
+        late = started.get()
+        if isinstance(late, BaseException):
+            raise RuntimeError("the sandbox server failed while serving") from late
