@@ -1,0 +1,237 @@
+"""``kuber-exec exec -it`` under a real pseudo-terminal, as at a user's shell.
+
+The CLI runs as a child process whose stdin, stdout and stderr are the slave side of a pty, in a
+session of its own; the test plays the user on the master side: it types, reads the screen,
+resizes the window (``TIOCSWINSZ`` on the master, then SIGWINCH as the kernel would send to the
+foreground process group) and checks the terminal's settings before, during and after.
+Every wait reads the master with ``select`` against a deadline, looking for expected text.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import select
+import signal
+import struct
+import subprocess
+import termios
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from kuber_exec_trio.sandbox import demo_cluster, run_sandbox_in_thread
+
+from .clirun import KUBER_EXEC, RUN_TIMEOUT_SECONDS, cli_env, skip_or_fail
+
+# A remote shell that says when it is up (its output can only reach the screen once the local
+# terminal is raw and the initial size has been sent) and then reads commands.
+READY = b"kx-shell-ready"
+SHELL = ("sh", "-c", f"echo {READY.decode()}; exec sh -i")
+
+
+def set_window_size(fd: int, columns: int, rows: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+
+
+class Screen:
+    """The master side of the pty: what the user types and sees."""
+
+    def __init__(self, master: int) -> None:
+        self.master = master
+        self.output = bytearray()
+        self._consumed = 0
+
+    def type(self, text: bytes) -> None:
+        os.write(self.master, text)
+
+    def expect(self, pattern: bytes, timeout: float = RUN_TIMEOUT_SECONDS) -> re.Match[bytes]:
+        """Wait for ``pattern`` (a regex) in the output not yet matched; return the match."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            match = regex.search(self.output, self._consumed)
+            if match is not None:
+                self._consumed = match.end()
+                return match
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                pytest.fail(f"{pattern!r} never appeared; the screen shows {bytes(self.output)!r}")
+            if not self.read_some(remaining):
+                pytest.fail(f"the terminal closed before {pattern!r}: {bytes(self.output)!r}")
+
+    def read_some(self, timeout: float) -> bool:
+        """Read what is there within ``timeout``; ``False`` once the pty has hung up."""
+        readable, _, _ = select.select([self.master], [], [], timeout)
+        if not readable:
+            return True
+        try:
+            chunk = os.read(self.master, 65536)
+        except OSError:  # EIO: no process holds the slave open any more.
+            return False
+        self.output += chunk
+        return bool(chunk)
+
+
+class PtySession:
+    def __init__(self, process: subprocess.Popen[bytes], screen: Screen, slave: int) -> None:
+        self.process = process
+        self.screen = screen
+        self.slave = slave
+
+    def resize(self, columns: int, rows: int) -> None:
+        set_window_size(self.screen.master, columns, rows)
+        # The child is not the pty's foreground process group (it has no controlling terminal),
+        # so send the SIGWINCH the kernel would have sent.
+        self.process.send_signal(signal.SIGWINCH)
+
+    def wait(self) -> int:
+        """Wait for the exit, draining the screen meanwhile (a full pty would block the child)."""
+        deadline = time.monotonic() + RUN_TIMEOUT_SECONDS
+        while self.process.poll() is None:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"kuber-exec did not exit; screen: {bytes(self.screen.output)!r}"
+            self.screen.read_some(min(remaining, 0.05))
+        return self.process.returncode
+
+
+@contextmanager
+def kuber_exec_in_pty(*args: str, columns: int = 101, rows: int = 33) -> Iterator[PtySession]:
+    """Start ``kuber-exec ARGS`` on a fresh pty of the given size."""
+    try:
+        master, slave = os.openpty()
+    except OSError as error:
+        skip_or_fail(f"no pseudo-terminal available: {error}")
+    set_window_size(master, columns, rows)
+    process = subprocess.Popen(
+        [*KUBER_EXEC, *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        env={**cli_env(), "TERM": "dumb"},
+    )
+    try:
+        yield PtySession(process, Screen(master), slave)
+    finally:
+        process.kill()
+        process.wait(RUN_TIMEOUT_SECONDS)
+        os.close(master)
+        os.close(slave)
+
+
+def is_raw(attributes: list[object]) -> bool:
+    lflag = attributes[3]
+    assert isinstance(lflag, int)
+    return not lflag & (termios.ECHO | termios.ICANON | termios.ISIG)
+
+
+def stty_size(session: PtySession) -> tuple[int, int]:
+    session.screen.type(b"stty size\r")
+    # After the echoed command; the shell may print its prompt first (a remote SIGWINCH makes
+    # some shells redraw it), so the answer is the next "<digits> <digits>" line.
+    match = session.screen.expect(rb"stty size\r\n(?:.*?[^\d\n])?(\d+) (\d+)\r\n")
+    return int(match[1]), int(match[2])
+
+
+def test_it_is_a_remote_terminal_that_follows_the_local_one() -> None:
+    with kuber_exec_in_pty("exec", "--sandbox", "-it", "web", "--", *SHELL) as session:
+        before = termios.tcgetattr(session.slave)
+        assert not is_raw(before)
+        screen = session.screen
+        screen.expect(READY)
+        # Raw while the session runs: keystrokes go to the remote terminal untouched.
+        assert is_raw(termios.tcgetattr(session.slave))
+
+        # A typed line comes back echoed by the *remote* terminal (ours no longer echoes),
+        # then the shell's answer.
+        screen.type(b"echo kx-$((6 * 7))\r")
+        screen.expect(rb"echo kx-\$\(\(6 \* 7\)\)\r\n")
+        screen.expect(rb"kx-42\r\n")
+
+        # The initial size was sent right after connecting.
+        assert stty_size(session) == (33, 101)
+
+        # A window change reaches the remote terminal. The resize and the next keystrokes
+        # travel separately, so ask again until the new size shows (bounded by the deadline).
+        session.resize(columns=120, rows=40)
+        deadline = time.monotonic() + RUN_TIMEOUT_SECONDS
+        while (size := stty_size(session)) != (40, 120):
+            assert size == (33, 101), size
+            assert time.monotonic() < deadline, "the new size never reached the remote terminal"
+
+        # Ctrl-C goes to the remote shell (it is a byte in raw mode), not to kuber-exec.
+        screen.type(b"sleep 30\r")
+        screen.expect(rb"sleep 30\r\n")
+        screen.type(b"\x03")
+        screen.type(b"echo still-$((1 + 1))\r")
+        screen.expect(rb"still-2\r\n")
+
+        screen.type(b"exit 3\r")
+        assert session.wait() == 3
+        assert termios.tcgetattr(session.slave) == before
+
+
+def test_the_terminal_is_restored_when_a_signal_stops_kuber_exec() -> None:
+    with kuber_exec_in_pty("exec", "--sandbox", "-it", "web", "--", *SHELL) as session:
+        before = termios.tcgetattr(session.slave)
+        session.screen.expect(READY)
+        assert is_raw(termios.tcgetattr(session.slave))
+        session.process.send_signal(signal.SIGTERM)
+        assert session.wait() == 128 + signal.SIGTERM
+        assert termios.tcgetattr(session.slave) == before
+        session.screen.expect(rb"kuber-exec: EXEC_ABORTED: interrupted by SIGTERM")
+
+
+def test_the_terminal_is_restored_when_the_terminal_hangs_up() -> None:
+    with kuber_exec_in_pty("exec", "--sandbox", "-it", "web", "--", *SHELL) as session:
+        before = termios.tcgetattr(session.slave)
+        session.screen.expect(READY)
+        session.process.send_signal(signal.SIGHUP)
+        assert session.wait() == 128 + signal.SIGHUP
+        assert termios.tcgetattr(session.slave) == before
+
+
+def test_the_terminal_is_restored_when_the_cluster_goes_away() -> None:
+    # The API server vanishes mid-session: the session ends with an error, not an exit status.
+    with run_sandbox_in_thread(demo_cluster()) as sandbox:
+        kubeconfig = str(sandbox.kubeconfig_path)
+        workspace = ("--project", "demo", "--workspace-uid", "demo-uid")
+        pty_session = kuber_exec_in_pty(
+            "exec", "--kubeconfig", kubeconfig, *workspace, "-it", "web", "--", *SHELL
+        )
+        session = pty_session.__enter__()
+        before = termios.tcgetattr(session.slave)
+        session.screen.expect(READY)
+        assert is_raw(termios.tcgetattr(session.slave))
+    try:
+        status = session.wait()
+        assert termios.tcgetattr(session.slave) == before
+        assert status == 125
+        session.screen.expect(rb"kuber-exec: EXEC_FAILED: ")
+    finally:
+        pty_session.__exit__(None, None, None)
+
+
+def test_a_refused_target_leaves_the_terminal_alone() -> None:
+    with kuber_exec_in_pty("exec", "--sandbox", "-it", "other", "--", "sh") as session:
+        before = termios.tcgetattr(session.slave)
+        assert session.wait() == 125
+        session.screen.expect(rb"kuber-exec: EXEC_TARGET_FORBIDDEN: ")
+        assert termios.tcgetattr(session.slave) == before
+
+
+def test_t_without_i_sizes_the_remote_terminal_from_stdout() -> None:
+    # -t alone: no raw mode (nothing is typed through), but a remote terminal of our size, and
+    # output through its line discipline. The process starts when the WebSocket opens, before
+    # the initial size arrives (as with kubectl), so it waits for a size first.
+    script = 'while [ "$(stty size)" = "0 0" ]; do :; done; stty size'
+    with kuber_exec_in_pty("exec", "--sandbox", "-t", "web", "--", "sh", "-c", script) as session:
+        before = termios.tcgetattr(session.slave)
+        assert session.wait() == 0
+        # Our terminal is not raw here, so its own ONLCR turns the remote "\r\n" into "\r\r\n".
+        session.screen.expect(rb"33 101\r+\n")
+        assert termios.tcgetattr(session.slave) == before
