@@ -7,6 +7,7 @@ silently loses the real-client tests.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import AsyncIterator
@@ -25,12 +26,15 @@ def ready_web_pod(cluster: Cluster) -> str:
 
 
 @pytest.fixture
-async def sandbox() -> AsyncIterator[Sandbox]:
+async def sandbox(caplog: pytest.LogCaptureFixture) -> AsyncIterator[Sandbox]:
     async with serve_sandbox(demo_cluster()) as running:
         yield running
         # Every session a test opened ends with its child reaped (never left to the shutdown).
         with trio.fail_after(10):
             await running.wait_processes_reaped()
+    # The server's safety net logs a connection it failed to serve: that is always a bug.
+    failures = [r for r in caplog.records if r.name.startswith("kuber_exec_trio.sandbox")]
+    assert not [r for r in failures if r.levelno >= logging.ERROR], caplog.text
 
 
 @pytest.fixture

@@ -456,3 +456,23 @@ async def test_no_process_leaks_across_many_sessions(sandbox: Sandbox) -> None:
                 nursery.start_soon(one, index)
         await sandbox.wait_processes_reaped()
     assert sandbox.live_processes == 0
+
+
+@pytest.mark.trio
+async def test_clients_closing_amid_output_never_break_the_server(sandbox: Sandbox) -> None:
+    # Races the client's Close against output, exit and status; the server must keep serving.
+    async def one(index: int) -> None:
+        socket = await open_exec(sandbox, ["sh", "-c", "head -c 200000 /dev/zero"])
+        for _ in range(index % 5):
+            await socket.receive()
+        await socket.close()
+        await socket.receive_all()
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            for index in range(30):
+                nursery.start_soon(one, index)
+        await sandbox.wait_processes_reaped()
+    socket = await open_exec(sandbox, ["printf", "still serving"])
+    messages, _ = await socket.receive_all()
+    assert stream_bytes(decoded(V5, messages), Channel.STDOUT) == b"still serving"

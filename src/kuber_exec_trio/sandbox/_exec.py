@@ -87,7 +87,8 @@ class _Session:
                 await self._run_child(child)
             finally:
                 await child.kill_and_reap()
-        except ClientGone:
+        except* ClientGone:
+            # Bare, or from inside the session's nursery (then wrapped in an exception group).
             _log.debug("exec client went away")
 
     async def _send_initial_message(self) -> None:

@@ -100,8 +100,11 @@ class ConnectionHandler:
             await self._serve(connection, stream)
             if connection.our_state is h11.MUST_CLOSE and connection.their_state is not h11.CLOSED:
                 await _linger(stream)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except* (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # The client went away; nothing to answer.
+        except* Exception:
+            # A bug in one connection must not stop the server (nor reach the client).
+            _log.exception("the sandbox failed to serve a connection")
         finally:
             with trio.CancelScope(shield=True):
                 await stream.aclose()

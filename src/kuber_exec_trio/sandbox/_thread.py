@@ -7,10 +7,11 @@ The sandbox runs under ``trio.run`` in a daemon thread; the caller gets the same
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import Any
 
 import trio
@@ -21,6 +22,7 @@ from ._server import Sandbox, serve_sandbox
 __all__ = ["run_sandbox_in_thread"]
 
 _STOP_TIMEOUT_SECONDS = 30.0
+_log = logging.getLogger("kuber_exec_trio.sandbox")
 
 
 @contextmanager
@@ -48,8 +50,11 @@ def run_sandbox_in_thread(cluster: Cluster | None = None, **kwargs: Any) -> Iter
             raise
 
     def target() -> None:
-        with suppress(BaseException):
+        try:
             trio.run(main)
+        except BaseException:
+            # Also handed to the caller through the queue; logged for a crash while serving.
+            _log.exception("the sandbox server stopped with an error")
 
     thread = threading.Thread(target=target, name="kuber-exec-sandbox", daemon=True)
     thread.start()
