@@ -84,8 +84,10 @@ exit status:
            EXEC_TARGET_NOT_READY  no running pod to exec into
            EXEC_OUTPUT_LIMIT      --stdout-cap/--stderr-cap exceeded (output up to the cap shown)
            EXEC_FAILED            kubeconfig, API server, connection or runtime failure
-  130    interrupted by Ctrl-C (SIGINT); 129 SIGHUP, 143 SIGTERM. The remote command is NOT
-         signalled (the protocol has no way to) and may still be running.
+  130    interrupted by Ctrl-C (SIGINT); 129 SIGHUP, 143 SIGTERM; stderr says
+         "kuber-exec: EXEC_ABORTED: interrupted by ...". The remote command is NOT signalled
+         (the protocol has no way to) and may still be running. With -it, Ctrl-C is a key
+         for the remote terminal instead.
   141    local stdout was closed (e.g. piped into head)"""
 
 _EXEC_EPILOG = f"""\
@@ -571,8 +573,8 @@ async def stream_session(
                 ExecErrorCode.INVALID,
                 f"-i needs the v5.channel.k8s.io subprotocol (Kubernetes 1.30+) to close the "
                 f"command's stdin at the end of input, and this server negotiated "
-                f"{session.protocol.value}, which cannot; use -it for an interactive shell, or "
-                f"run the command without -i",
+                f"{session.protocol.value}, which cannot (the command had started and was "
+                f"disconnected); use -it for an interactive shell, or run it without -i",
             )
         size_fd = _size_fd(streams, stdin=stdin) if tty else None
         raw: AbstractContextManager[None] = (
