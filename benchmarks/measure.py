@@ -1,0 +1,403 @@
+"""One benchmark measurement, in a process of its own; prints one JSON line.
+
+``run.py`` starts this script once per measurement, so that each one's peak memory
+(``ru_maxrss``) is its own and no client shares an interpreter with another or with the server::
+
+    python benchmarks/measure.py KIND --url URL --kubeconfig PATH --pod POD [--bytes N]
+
+Throughput kinds (the pod runs ``head -c N /dev/zero``; stdout bytes are counted):
+
+- ``trio-execute``, ``asyncio-execute``: ``ExecService.execute`` with full resolution, caps raised
+  to N through ``ExecLimits``;
+- ``trio-interactive``, ``asyncio-interactive``: ``open_interactive(tty=False)``, counting
+  ``Stdout`` frames' bytes;
+- ``trio-bare``, ``asyncio-bare``: the WebSocket library alone (trio-websocket, websockets) on the
+  same pod's exec URL, offering ``v5.channel.k8s.io``, counting channel-1 payload bytes; the same
+  transport settings as the adapters (receive buffer, message size, no compression), no core;
+- ``kubectl``: ``kubectl exec`` of the same command, its stdout piped here and counted (its peak
+  memory is the child's);
+- ``official``: the ``kubernetes`` package's ``stream(connect_get_namespaced_pod_exec, ...,
+  _preload_content=True)``.
+
+Latency kinds (``--iterations`` runs of ``true`` after a warm-up, median reported):
+``trio-latency``, ``asyncio-latency`` (``execute`` with full resolution: GET deployment, LIST pods,
+GET replicaset, WebSocket) and ``official-latency`` (``stream`` on the known pod name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlencode
+
+import attrs
+import trio
+
+NAMESPACE = "demo"
+PROJECT = "demo"
+WORKSPACE_UID = "demo-uid"
+DEPLOYMENT = "web"
+V5 = "v5.channel.k8s.io"
+STDOUT_CHANNEL = 1
+# The adapters' transport settings (kuber_exec_trio._websocket, kuber_exec_asyncio._websocket),
+# repeated here so that the bare loops measure the same transport without importing the library.
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+TRIO_RECEIVE_BUFFER_BYTES = 256 * 1024
+ASYNCIO_MAX_QUEUE = 4
+WARM_UP_ITERATIONS = 3
+
+
+def head_command(size: int) -> list[str]:
+    return ["head", "-c", str(size), "/dev/zero"]
+
+
+def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
+    """User plus system CPU time of this process (or of its waited-for children)."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def peak_rss_kib() -> int:
+    """This process's peak resident set size so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+# -- kuber-exec ---------------------------------------------------------------------------------
+
+
+def _adapter(runtime: str) -> Any:
+    if runtime == "trio":
+        import kuber_exec_trio
+
+        return kuber_exec_trio
+    import kuber_exec_asyncio
+
+    return kuber_exec_asyncio
+
+
+def _request(adapter: Any, command: list[str]) -> Any:
+    return adapter.ExecRequest(
+        workspace=adapter.Workspace(project=PROJECT, uid=WORKSPACE_UID),
+        deployment=DEPLOYMENT,
+        command=tuple(command),
+    )
+
+
+@attrs.frozen
+class Transfer:
+    """What one timed transfer received, how long it took and the CPU it used."""
+
+    received: int
+    seconds: float
+    cpu_seconds: float
+    #: Peak RSS (KiB) when the transfer started; ``None`` when measured in another process.
+    rss_before_kib: int | None = None
+
+
+class Stopwatch:
+    """Wall-clock and CPU time of this process between ``start`` and ``stop``."""
+
+    def __init__(self) -> None:
+        self._wall = self._cpu = 0.0
+        self._rss = 0
+
+    def start(self) -> None:
+        self._rss = peak_rss_kib()
+        self._cpu = cpu_seconds()
+        self._wall = time.perf_counter()
+
+    def stop(self, received: int) -> Transfer:
+        seconds = time.perf_counter() - self._wall
+        return Transfer(received, seconds, cpu_seconds() - self._cpu, self._rss)
+
+
+async def kuber_execute(runtime: str, url: str, size: int) -> Transfer:
+    adapter = _adapter(runtime)
+    limits = adapter.ExecLimits(max_output_cap_bytes=size, default_output_cap_bytes=size)
+    async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
+        service = adapter.ExecService(backend, limits)
+        # A long-lived service's one-time costs (HTTP pool, TLS defaults, worker thread) are
+        # not the transfer: pay them first. The timed call still resolves the target.
+        await service.execute(_request(adapter, ["true"]))
+        stopwatch = Stopwatch()
+        stopwatch.start()
+        result = await service.execute(_request(adapter, head_command(size)))
+        transfer = stopwatch.stop(len(result.stdout))
+        if result.exit_code != 0:
+            raise RuntimeError(f"exit code {result.exit_code}")
+        return transfer
+
+
+async def kuber_interactive(runtime: str, url: str, size: int) -> Transfer:
+    adapter = _adapter(runtime)
+    received = 0
+    async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
+        service = adapter.ExecService(backend)
+        await service.execute(_request(adapter, ["true"]))  # as in kuber_execute
+        stopwatch = Stopwatch()
+        stopwatch.start()
+        request = _request(adapter, head_command(size))
+        async with service.open_interactive(request, tty=False) as session:
+            async for frame in session:
+                if isinstance(frame, adapter.Stdout):
+                    received += len(frame.data)
+                elif isinstance(frame, adapter.Exit):
+                    if frame.exit_code != 0:
+                        raise RuntimeError(f"exit code {frame.exit_code}")
+                elif isinstance(frame, adapter.Error):
+                    raise frame.to_exception()
+        return stopwatch.stop(received)
+
+
+async def kuber_latency(runtime: str, url: str, iterations: int) -> list[float]:
+    adapter = _adapter(runtime)
+    clock = trio.current_time if runtime == "trio" else asyncio.get_running_loop().time
+    timings: list[float] = []
+    async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
+        service = adapter.ExecService(backend)
+        request = _request(adapter, ["true"])
+        for index in range(WARM_UP_ITERATIONS + iterations):
+            started = clock()
+            result = await service.execute(request)
+            elapsed = clock() - started
+            if result.exit_code != 0:
+                raise RuntimeError(f"exit code {result.exit_code}")
+            if index >= WARM_UP_ITERATIONS:
+                timings.append(elapsed)
+    return timings
+
+
+# -- the bare WebSocket loops -------------------------------------------------------------------
+
+
+def exec_url(url: str, pod: str, command: list[str]) -> str:
+    query = urlencode([("command", part) for part in command] + [("stdout", "true")])
+    base = "ws" + url.removeprefix("http")
+    return f"{base}/api/v1/namespaces/{NAMESPACE}/pods/{pod}/exec?{query}"
+
+
+async def bare_trio(url: str, pod: str, size: int) -> Transfer:
+    import trio_websocket
+
+    received = 0
+    stopwatch = Stopwatch()
+    stopwatch.start()
+    async with trio_websocket.open_websocket_url(
+        exec_url(url, pod, head_command(size)),
+        subprotocols=[V5],
+        message_queue_size=1,
+        max_message_size=MAX_MESSAGE_BYTES,
+        receive_buffer_size=TRIO_RECEIVE_BUFFER_BYTES,
+    ) as websocket:
+        if websocket.subprotocol != V5:
+            raise RuntimeError(f"negotiated {websocket.subprotocol!r}")
+        try:
+            while True:
+                message = await websocket.get_message()
+                if message[0] == STDOUT_CHANNEL:
+                    received += len(message) - 1
+        except trio_websocket.ConnectionClosed:
+            pass
+    return stopwatch.stop(received)
+
+
+async def bare_asyncio(url: str, pod: str, size: int) -> Transfer:
+    from websockets.asyncio.client import connect
+
+    received = 0
+    stopwatch = Stopwatch()
+    stopwatch.start()
+    async with connect(
+        exec_url(url, pod, head_command(size)),
+        subprotocols=[V5],  # type: ignore[list-item]
+        compression=None,
+        max_size=MAX_MESSAGE_BYTES,
+        max_queue=ASYNCIO_MAX_QUEUE,
+        ping_interval=None,
+        proxy=None,
+    ) as websocket:
+        if websocket.subprotocol != V5:
+            raise RuntimeError(f"negotiated {websocket.subprotocol!r}")
+        async for message in websocket:
+            if isinstance(message, bytes) and message[0] == STDOUT_CHANNEL:
+                received += len(message) - 1
+    return stopwatch.stop(received)
+
+
+# -- kubectl and the official client ------------------------------------------------------------
+
+
+def kubectl_exec(kubeconfig: str, pod: str, size: int) -> tuple[Transfer, int]:
+    """What kubectl wrote to its stdout (its start-up included: that is how it is used), its
+    own CPU time and its own peak RSS (KiB)."""
+    started = time.perf_counter()
+    argv = ["kubectl", "--kubeconfig", kubeconfig, "-n", NAMESPACE, "exec", pod, "--"]
+    process = subprocess.Popen([*argv, *head_command(size)], stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    received = 0
+    buffer = bytearray(1024 * 1024)
+    with process.stdout:
+        while count := os.readv(process.stdout.fileno(), [buffer]):
+            received += count
+    if process.wait() != 0:
+        raise RuntimeError(f"kubectl exited {process.returncode}")
+    seconds = time.perf_counter() - started
+    # The only child this process ever waited for.
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    transfer = Transfer(received, seconds, children.ru_utime + children.ru_stime)
+    return transfer, children.ru_maxrss
+
+
+def _official_api(kubeconfig: str) -> Any:
+    from kubernetes import client, config
+
+    config.load_kube_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    return client.CoreV1Api()
+
+
+def _official_exec(api: Any, pod: str, command: list[str]) -> str:
+    from kubernetes.stream import stream
+
+    output: str = stream(
+        api.connect_get_namespaced_pod_exec,
+        pod,
+        NAMESPACE,
+        command=command,
+        stdout=True,
+        stderr=True,
+        stdin=False,
+        tty=False,
+        _preload_content=True,
+    )
+    return output
+
+
+def official(kubeconfig: str, pod: str, size: int) -> Transfer:
+    api = _official_api(kubeconfig)
+    stopwatch = Stopwatch()
+    stopwatch.start()
+    # The output is zero bytes, ASCII: one character per byte.
+    return stopwatch.stop(len(_official_exec(api, pod, head_command(size))))
+
+
+def official_latency(kubeconfig: str, pod: str, iterations: int) -> list[float]:
+    api = _official_api(kubeconfig)
+    timings: list[float] = []
+    for index in range(WARM_UP_ITERATIONS + iterations):
+        started = time.perf_counter()
+        _official_exec(api, pod, ["true"])
+        elapsed = time.perf_counter() - started
+        if index >= WARM_UP_ITERATIONS:
+            timings.append(elapsed)
+    return timings
+
+
+# -- the entry point ----------------------------------------------------------------------------
+
+
+THROUGHPUT_KINDS = (
+    "trio-execute",
+    "trio-interactive",
+    "trio-bare",
+    "asyncio-execute",
+    "asyncio-interactive",
+    "asyncio-bare",
+    "kubectl",
+    "official",
+)
+LATENCY_KINDS = ("trio-latency", "asyncio-latency", "official-latency")
+
+
+def _run_async(runtime: str, body: Callable[[], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        return await body()
+
+    return trio.run(main) if runtime == "trio" else asyncio.run(main())
+
+
+def preload(kind: str) -> None:
+    """Import what ``kind`` uses before the clock starts (imports are not the transfer)."""
+    runtime, _, mode = kind.partition("-")
+    if kind.startswith("official"):
+        import kubernetes.stream  # noqa: F401
+    elif mode == "bare":
+        if runtime == "trio":
+            import trio_websocket  # noqa: F401
+        else:
+            import websockets.asyncio.client  # noqa: F401
+    elif runtime in ("trio", "asyncio"):
+        _adapter(runtime)
+
+
+def throughput(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    size: int = args.bytes
+    runtime, _, mode = kind.partition("-")
+    preload(kind)
+    child_peak: int | None = None
+    if kind == "kubectl":
+        transfer, child_peak = kubectl_exec(args.kubeconfig, args.pod, size)
+    elif kind == "official":
+        transfer = official(args.kubeconfig, args.pod, size)
+    elif mode == "execute":
+        transfer = _run_async(runtime, lambda: kuber_execute(runtime, args.url, size))
+    elif mode == "interactive":
+        transfer = _run_async(runtime, lambda: kuber_interactive(runtime, args.url, size))
+    elif runtime == "trio":
+        transfer = _run_async(runtime, lambda: bare_trio(args.url, args.pod, size))
+    else:
+        transfer = _run_async(runtime, lambda: bare_asyncio(args.url, args.pod, size))
+    if transfer.received != size:
+        raise RuntimeError(f"{kind}: received {transfer.received} bytes, expected {size}")
+    return {
+        "kind": kind,
+        "bytes": transfer.received,
+        "seconds": transfer.seconds,
+        "cpu_seconds": transfer.cpu_seconds,
+        "peak_rss_kib": child_peak if child_peak is not None else peak_rss_kib(),
+        "rss_before_kib": transfer.rss_before_kib,
+    }
+
+
+def latency(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    iterations: int = args.iterations
+    preload(kind)
+    if kind == "official-latency":
+        timings = official_latency(args.kubeconfig, args.pod, iterations)
+    else:
+        runtime = kind.partition("-")[0]
+        timings = _run_async(runtime, lambda: kuber_latency(runtime, args.url, iterations))
+    return {
+        "kind": kind,
+        "iterations": len(timings),
+        "median_seconds": statistics.median(timings),
+        "min_seconds": min(timings),
+        "peak_rss_kib": peak_rss_kib(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("kind", choices=THROUGHPUT_KINDS + LATENCY_KINDS)
+    parser.add_argument("--url", required=True, help="the sandbox's API server URL")
+    parser.add_argument("--kubeconfig", required=True, help="the sandbox's kubeconfig")
+    parser.add_argument("--pod", required=True, help="the ready pod of Deployment web")
+    parser.add_argument("--bytes", type=int, default=1024 * 1024, help="output size")
+    parser.add_argument("--iterations", type=int, default=30, help="latency samples")
+    args = parser.parse_args(argv)
+    kind: str = args.kind
+    report = latency(kind, args) if kind in LATENCY_KINDS else throughput(kind, args)
+    print(json.dumps(report), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
