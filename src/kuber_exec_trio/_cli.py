@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -772,8 +773,21 @@ async def run_demo(streams: LocalStreams) -> int:
                 ExecErrorCode.FAILED, "the sandbox let workspace demo-uid exec into 'other'"
             )
     say()
+    me = _how_to_call_me()
     say(f"Done in {trio.current_time() - started:.1f} s. Next:")
-    say("  kuber-exec exec --sandbox -it web -- sh      # a shell in the demo pod")
-    say("  kuber-exec sandbox                           # keep a sandbox up, for kubectl too")
-    say("  kuber-exec exec --help                       # real clusters, exit statuses")
+    say(f"  {me} exec --sandbox -it web -- sh    # a shell in the demo pod")
+    say(f"  {me} sandbox                         # keep a sandbox up, for kubectl too")
+    say(f"  {me} exec --help                     # real clusters, exit statuses")
     return 0
+
+
+def _how_to_call_me() -> str:
+    # After `make demo` the console script sits in .venv/bin, usually not on PATH: show a
+    # command line that works as typed.
+    if shutil.which("kuber-exec"):
+        return "kuber-exec"
+    script = os.path.join(os.path.dirname(sys.executable), "kuber-exec")
+    if not os.access(script, os.X_OK):
+        script = f"{sys.executable} -m kuber_exec_trio"
+    relative = os.path.relpath(script)
+    return script if relative.startswith("..") else relative
