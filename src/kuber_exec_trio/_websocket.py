@@ -9,6 +9,7 @@ frame as one unfragmented message, pings for keepalive, and closes everything it
 from __future__ import annotations
 
 import logging
+import math
 import ssl
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -92,9 +93,14 @@ async def connect_exec(
                 try:
                     yield connection
                 finally:
-                    with trio.move_on_after(min(pong_timeout, 5.0)) as closing:
-                        closing.shield = True
-                        await websocket.aclose()
+                    # When the caller is cancelled, trio-websocket's reader task (in this
+                    # nursery) is cancelled too: the server's Close reply could never be read,
+                    # and waiting for it would hold the cancel for the whole close timeout. The
+                    # stream is closed below instead (the server sees the same client close).
+                    if trio.current_effective_deadline() != -math.inf:
+                        with trio.move_on_after(min(pong_timeout, 5.0)) as closing:
+                            closing.shield = True
+                            await websocket.aclose()
                     nursery.cancel_scope.cancel()
     except trio_websocket.ConnectionRejected as rejected:
         # trio-websocket's reader task raises the rejection into our nursery.
