@@ -19,7 +19,7 @@ import subprocess
 import termios
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import pytest
 
@@ -197,23 +197,23 @@ def test_the_terminal_is_restored_when_the_terminal_hangs_up() -> None:
 
 def test_the_terminal_is_restored_when_the_cluster_goes_away() -> None:
     # The API server vanishes mid-session: the session ends with an error, not an exit status.
-    with run_sandbox_in_thread(demo_cluster()) as sandbox:
+    with ExitStack() as stack:
+        sandbox_running = stack.enter_context(ExitStack())
+        sandbox = sandbox_running.enter_context(run_sandbox_in_thread(demo_cluster()))
         kubeconfig = str(sandbox.kubeconfig_path)
         workspace = ("--project", "demo", "--workspace-uid", "demo-uid")
-        pty_session = kuber_exec_in_pty(
-            "exec", "--kubeconfig", kubeconfig, *workspace, "-it", "web", "--", *SHELL
+        session = stack.enter_context(
+            kuber_exec_in_pty(
+                "exec", "--kubeconfig", kubeconfig, *workspace, "-it", "web", "--", *SHELL
+            )
         )
-        session = pty_session.__enter__()
         before = termios.tcgetattr(session.slave)
         session.screen.expect(READY)
         assert is_raw(termios.tcgetattr(session.slave))
-    try:
-        status = session.wait()
+        sandbox_running.close()  # Stops the sandbox: connections closed, processes killed.
+        assert session.wait() == 125
         assert termios.tcgetattr(session.slave) == before
-        assert status == 125
         session.screen.expect(rb"kuber-exec: EXEC_FAILED: ")
-    finally:
-        pty_session.__exit__(None, None, None)
 
 
 def test_a_refused_target_leaves_the_terminal_alone() -> None:
