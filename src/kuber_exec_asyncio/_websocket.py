@@ -39,6 +39,17 @@ MAX_SERVER_MESSAGE_BYTES = 32 * 1024 * 1024
 _MAX_QUEUED_FRAMES = 4
 
 
+class _NoDebugLogger(logging.LoggerAdapter[logging.Logger]):
+    """websockets logs every handshake header at DEBUG, ``Authorization`` included: a token
+    must never reach a log, so its debug output (headers and frames) is switched off."""
+
+    def isEnabledFor(self, level: int) -> bool:
+        return level > logging.DEBUG and self.logger.isEnabledFor(level)
+
+
+_TRANSPORT_LOGGER = _NoDebugLogger(logging.getLogger("kuber_exec.asyncio.transport"))
+
+
 @asynccontextmanager
 async def connect_exec(
     url: str,
@@ -71,6 +82,7 @@ async def connect_exec(
         close_timeout=min(pong_timeout, 5.0),
         max_size=MAX_SERVER_MESSAGE_BYTES,
         max_queue=_MAX_QUEUED_FRAMES,
+        logger=_TRANSPORT_LOGGER,
     )
     opened = False
     try:

@@ -61,7 +61,8 @@ class ClusterConfig:
             return []
         try:
             # Calls refresh_api_key_hook first: exec plugins and OIDC tokens stay fresh.
-            token = configuration.get_api_key_with_prefix("authorization")
+            # kubernetes >= 30 files the token under "BearerToken"; older ones "authorization".
+            token = configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
         except Exception as error:
             raise ExecError(
                 ExecErrorCode.FAILED,

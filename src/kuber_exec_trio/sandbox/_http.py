@@ -3,12 +3,16 @@
 A connection serves requests one after another (keep-alive) until the client closes it, a
 request is malformed (400, then close), or an exec upgrade takes the connection over. Request
 heads are capped at 64 KiB and bodies at 1 MiB (the sandbox's API is read-only: bodies are
-read and dropped). Only the method and path are ever logged: never headers (an
-``Authorization`` bearer token is accepted and ignored) and never the query.
+read and dropped). Only the method and path are ever logged: never headers and never the query.
+Without a ``required_token`` any bearer token is accepted and ignored; with one, every request
+(REST and exec upgrade) must carry it (``Authorization: Bearer`` or the
+``base64url.bearer.authorization.k8s.io.`` subprotocol) or gets the API server's 401 Status.
 """
 
 from __future__ import annotations
 
+import base64
+import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -34,6 +38,7 @@ _LINGER_SECONDS = 2.0
 # Small reads so h11 notices an oversized head (it checks its buffer between reads).
 _RECEIVE_BYTES = 16 * 1024
 _EXEC_PATH = "/api/v1/namespaces/{}/pods/{}/exec"
+_BEARER_SUBPROTOCOL = "base64url.bearer.authorization.k8s.io."
 
 #: Runs an accepted exec on its WebSocket until the session ends.
 ExecRunner = Callable[[WebSocket, ExecPlan], Awaitable[None]]
@@ -93,6 +98,7 @@ class ConnectionHandler:
     offer_v5: bool
     server_address: str
     run_exec: ExecRunner
+    required_token: str | None = None
 
     async def __call__(self, stream: trio.SocketStream) -> None:
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD_BYTES)
@@ -169,9 +175,28 @@ class ConnectionHandler:
             headers=headers,
         )
 
+    def _authorized(self, request: _Request) -> bool:
+        token = self.required_token
+        if token is None:
+            return True
+        presented = request.header("authorization").strip()
+        if presented.startswith("Bearer ") and hmac.compare_digest(
+            presented.removeprefix("Bearer ").strip().encode(), token.encode()
+        ):
+            return True
+        # Clients that cannot set headers send the token as a subprotocol (protocol.md §2).
+        encoded = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+        expected = f"{_BEARER_SUBPROTOCOL}{encoded}".encode()
+        offered = parse_subprotocol_header(request.headers.get("sec-websocket-protocol", []))
+        return any(hmac.compare_digest(entry.encode(), expected) for entry in offered)
+
     async def _dispatch(
         self, connection: h11.Connection, stream: trio.SocketStream, request: _Request
     ) -> bool:
+        if not self._authorized(request):
+            answer = status_response(401, "Unauthorized", "Unauthorized")
+            await self._respond(connection, stream, answer, close=_is_websocket_upgrade(request))
+            return False
         route = _exec_route(request.path)
         if route is None:
             answer = handle_rest(

@@ -81,13 +81,16 @@ def check_host(host: str, *, allow_non_loopback: bool) -> None:
         )
 
 
-def write_kubeconfig(path: Path, url: str, namespace: str = DEFAULT_NAMESPACE) -> None:
-    """Write a kubeconfig (JSON, which is YAML) for ``url``: no credentials, one context."""
+def write_kubeconfig(
+    path: Path, url: str, namespace: str = DEFAULT_NAMESPACE, token: str | None = None
+) -> None:
+    """Write a kubeconfig (JSON, which is YAML) for ``url``: one context; credentials only when
+    the sandbox requires a ``token`` (the file is then readable by its owner only)."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": CONTEXT_NAME, "cluster": {"server": url}}],
-        "users": [{"name": CONTEXT_NAME, "user": {}}],
+        "users": [{"name": CONTEXT_NAME, "user": {"token": token} if token else {}}],
         "contexts": [
             {
                 "name": CONTEXT_NAME,
@@ -99,6 +102,8 @@ def write_kubeconfig(path: Path, url: str, namespace: str = DEFAULT_NAMESPACE) -
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    if token:
+        path.chmod(0o600)
 
 
 def _url(host: str, port: int) -> str:
@@ -115,6 +120,7 @@ async def serve_sandbox(
     kubeconfig_path: str | os.PathLike[str] | None = None,
     offer_v5: bool = True,
     allow_non_loopback: bool = False,
+    token: str | None = None,
 ) -> AsyncIterator[Sandbox]:
     """Serve ``cluster`` (default: :func:`demo_cluster`) until the block ends.
 
@@ -124,6 +130,8 @@ async def serve_sandbox(
         kubeconfig_path: where to write the kubeconfig; default a temporary directory removed
             on exit. A given path is left in place.
         offer_v5: False behaves as a pre-1.30 cluster (exec offers no ``v5.channel.k8s.io``).
+        token: when set, every request must carry it as a bearer token (401 otherwise), and the
+            kubeconfig holds it; for testing that clients send credentials on every path.
 
     Raises:
         NonLoopbackError: ``host`` is not loopback and ``allow_non_loopback`` is false.
@@ -139,7 +147,7 @@ async def serve_sandbox(
     url = _url(host, bound[1])
     with tempfile.TemporaryDirectory(prefix="kuber-exec-sandbox-") as workdir:
         config = Path(kubeconfig_path) if kubeconfig_path else Path(workdir) / "kubeconfig"
-        write_kubeconfig(config, url)
+        write_kubeconfig(config, url, token=token)
         pods_dir = Path(workdir) / "pods"
         pods_dir.mkdir()
 
@@ -149,6 +157,7 @@ async def serve_sandbox(
         handler = ConnectionHandler(
             cluster=cluster,
             offer_v5=offer_v5,
+            required_token=token,
             server_address=url.removeprefix("http://"),
             run_exec=run_exec,
         )
