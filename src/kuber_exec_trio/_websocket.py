@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
+import h11
 import trio
 import trio_websocket
 
@@ -38,6 +39,8 @@ logger = logging.getLogger("kuber_exec.trio.websocket")
 MAX_SERVER_MESSAGE_BYTES = 32 * 1024 * 1024
 # trio-websocket's default 4 KiB socket reads cost a syscall per 4 KiB of output.
 _RECEIVE_BUFFER_BYTES = 256 * 1024
+# Enough for any refusal's Status body; only the upgrade response is kept.
+_MAX_REFUSAL_BYTES = 64 * 1024
 
 _Stream = trio.SocketStream | trio.SSLStream[trio.SocketStream]
 
@@ -71,10 +74,12 @@ async def connect_exec(
     try:
         with single_exception():
             async with trio.open_nursery() as nursery:
+                upgrade = _UpgradeStream(stream)
                 with trio.fail_after(connect_timeout):
                     websocket = await trio_websocket.wrap_client_stream(
                         nursery,
-                        stream,
+                        # It only uses the Stream interface (its endpoints fall back to repr).
+                        upgrade,  # type: ignore[arg-type]
                         parts.netloc,
                         resource,
                         subprotocols=[protocol.value for protocol in offer],
@@ -83,6 +88,7 @@ async def connect_exec(
                         max_message_size=MAX_SERVER_MESSAGE_BYTES,
                         receive_buffer_size=_RECEIVE_BUFFER_BYTES,
                     )
+                upgrade.upgraded = True
                 opened = True
                 connection = TrioWebSocketExecConnection(
                     websocket, accept_subprotocol(offer, websocket.subprotocol)
@@ -117,6 +123,62 @@ async def connect_exec(
         ) from None
     finally:
         await trio.aclose_forcefully(stream)
+
+
+class _UpgradeStream(trio.abc.Stream):
+    """The exec stream as trio-websocket sees it, keeping the server's answer to the upgrade.
+
+    trio-websocket never reports a refusal whose body ends where the connection ends (no
+    ``Content-Length``): the handshake waits until the connect timeout. A runtime's streaming
+    server (the kubelet's code) refuses an unsupported subprotocol with exactly
+    ``HTTP/1.1 403 Forbidden``, an empty header block, and a close. So at end of stream before
+    the upgrade, this stream raises the refusal as ``ConnectionRejected`` in trio-websocket's
+    reader task, which is how trio-websocket itself reports one (into our nursery).
+    """
+
+    def __init__(self, stream: _Stream) -> None:
+        self._stream = stream
+        self._response = bytearray()
+        self.upgraded = False
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        data = await self._stream.receive_some(max_bytes)
+        if not self.upgraded:
+            if data:
+                self._response += data[: _MAX_REFUSAL_BYTES - len(self._response)]
+            elif (refusal := _refusal(bytes(self._response))) is not None:
+                raise refusal
+        return data
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self._stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._stream.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+def _refusal(response: bytes) -> trio_websocket.ConnectionRejected | None:
+    """The non-101 HTTP response in ``response`` (all the server sent, then it closed)."""
+    parser = h11.Connection(h11.CLIENT)
+    parser.send(h11.Request(method="GET", target="/", headers=[("Host", "exec")]))
+    parser.receive_data(response)
+    parser.receive_data(b"")
+    head: h11.Response | None = None
+    body = bytearray()
+    try:
+        while isinstance(event := parser.next_event(), h11.Response | h11.Data):
+            if isinstance(event, h11.Response):
+                head = event
+            else:
+                body += event.data
+    except h11.RemoteProtocolError:
+        return None
+    if head is None:
+        return None
+    return trio_websocket.ConnectionRejected(head.status_code, tuple(head.headers), bytes(body))
 
 
 async def _connect(
