@@ -129,9 +129,13 @@ class ExecService:
         request: ExecRequest,
         *,
         tty: bool = True,
+        stdin: bool = True,
         queue_capacity: int | None = None,
     ) -> AsyncIterator[InteractiveSession]:
-        """Open an interactive session (stdin open; a TTY by default).
+        """Open an interactive session (a TTY and stdin by default).
+
+        With ``stdin=False`` the command gets no stdin stream at all (it reads end of input at
+        once, on every subprotocol) and ``Stdin`` frames are refused with ``EXEC_INVALID``.
 
         Use as ``async with service.open_interactive(request) as session:``. Leaving the block
         closes the socket (a client close: the remote process is not signalled).
@@ -142,14 +146,14 @@ class ExecService:
         capacity = validate_queue_capacity(queue_capacity, self.limits)
         validate_request(request, self.limits)
         target = await self.resolve_target(request)
-        streams = ExecStreams(stdin=True, stdout=True, stderr=not tty, tty=tty)
+        streams = ExecStreams(stdin=stdin, stdout=True, stderr=not tty, tty=tty)
         async with self.backend.exec(
             target, request.command, streams, DEFAULT_SUBPROTOCOLS
         ) as connection:
             core = ExecSession(
                 connection.subprotocol,
                 tty=tty,
-                stdin=True,
+                stdin=stdin,
                 max_stdin_frame_bytes=self.limits.max_stdin_frame_bytes,
             )
             session = InteractiveSession(target, connection, core, capacity)

@@ -110,7 +110,7 @@ examples:
 
 The target must be labelled {EXEC_MANAGED_BY_LABEL}=kuber and
 {EXEC_WORKSPACE_UID_LABEL}=<--workspace-uid>; a pod is picked among its running pods (ready
-first, then by name). Without -i the command's stdin is closed at once (like kubectl). Without -t,
+first, then by name). Without -i the command gets no stdin (end of input at once). Without -t,
 stdout and stderr stay separate and binary-safe.
 
 {_EXIT_STATUS_HELP}
@@ -557,7 +557,7 @@ async def stream_session(
     Output is written as it arrives (flushed per frame), bytes untouched. With ``stdin``, local
     stdin is forwarded and closed at its end (v5 only: on an older subprotocol this fails before
     forwarding anything, since the command could never see the end of its input). Without
-    ``stdin``, the command's stdin is closed at once (v5; with a TTY it is left open, because
+    ``stdin``, no stdin stream is requested (with a TTY one is, as kubectl does, and left open:
     closing a terminal's input hangs it up). With ``tty``: the initial window size right after
     connecting, a ``Resize`` on every SIGWINCH, and with ``stdin`` the local terminal in raw
     mode, restored however this returns.
@@ -566,7 +566,10 @@ async def stream_session(
         ExecError: any code ``open_interactive`` raises; ``EXEC_OUTPUT_LIMIT`` past a cap;
             the session's ``Error`` frame; ``EXEC_FAILED`` for an exit code outside 0-255.
     """
-    async with service.open_interactive(request, tty=tty) as session:
+    # Without -i the command gets no stdin stream at all (end of input at once, on every
+    # subprotocol); with a TTY stdin stays requested, as kubectl does: some runtimes lose a
+    # TTY's output when it has no stdin.
+    async with service.open_interactive(request, tty=tty, stdin=stdin or tty) as session:
         if on_open is not None:
             on_open(session)
         if stdin and not tty and not session.protocol.can_close_stdin:
@@ -594,8 +597,6 @@ async def stream_session(
                     await nursery.start(watch_window_size, size_fd, resize)
                 if stdin:
                     nursery.start_soon(_forward_stdin, session, streams.stdin_fd)
-                elif not tty and session.protocol.can_close_stdin:
-                    await _send(session, Stdin(b"", eof=True))
                 exit_code = await _write_output(session, stdout, stderr)
                 nursery.cancel_scope.cancel()
     return exit_code

@@ -163,3 +163,15 @@ async def test_binary_stdout_in_a_session(service: Any) -> None:
     async with service.open_interactive(run(sys.executable, "-c", script), tty=False) as session:
         frames = await collect(session)
     assert output(frames, Stdout) == bytes(range(256))
+
+
+async def test_session_without_stdin(service: Any) -> None:
+    # No stdin stream at all: the command reads end of input at once, and Stdin is refused.
+    command = run("sh", "-c", "cat; echo after")
+    async with service.open_interactive(command, tty=False, stdin=False) as session:
+        with pytest.raises(ExecError) as caught:
+            await session.send(Stdin(b"x"))
+        assert caught.value.message == "stdin was not requested for this session"
+        frames = await collect(session)
+    assert output(frames, Stdout) == b"after\n"
+    assert frames[-1] == Exit(0)
