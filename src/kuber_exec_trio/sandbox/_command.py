@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 
 import trio
@@ -24,7 +25,8 @@ async def serve_forever(
     allow_non_loopback: bool,
     pre_v5: bool,
 ) -> None:
-    """Serve :func:`demo_cluster` on ``host:port`` until cancelled, after printing how to use it.
+    """Serve :func:`demo_cluster` on ``host:port`` until SIGINT, SIGTERM or SIGHUP (or until
+    cancelled), after printing how to use it.
 
     Raises:
         NonLoopbackError: ``host`` is not loopback and ``allow_non_loopback`` is false.
@@ -49,8 +51,12 @@ async def serve_forever(
             print(f"  or: kubectl --kubeconfig {kubeconfig} exec {ready} -- id", flush=True)
         if pre_v5:
             print("(pre-1.30 mode: no v5.channel.k8s.io; kubectl needs v5 here)", flush=True)
-        print("serving until Ctrl-C", flush=True)
-        await trio.sleep_forever()
+        # SIGTERM and SIGHUP too, and even when the shell started us with SIGINT ignored (a
+        # background job): every way of stopping it kills and reaps the pods' processes.
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+            print("serving until Ctrl-C", flush=True)
+            async for _ in signals:
+                break
 
 
 def build_parser() -> argparse.ArgumentParser:
