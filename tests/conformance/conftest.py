@@ -1,22 +1,19 @@
 """The conformance suite: every end-to-end behaviour, once, against both adapters.
 
 Tests are written with anyio, which runs each test under trio and under asyncio; the
-``adapter`` fixture hands the test the adapter of the running event loop (``kuber_exec_trio`` or
-``kuber_exec_asyncio``), whose public names and shapes are the same. The sandbox API server runs
-on trio in a background thread, so it is independent of the test's event loop.
+``adapter`` fixture (tests/conftest.py) hands the test the adapter of the running event loop
+(``kuber_exec_trio`` or ``kuber_exec_asyncio``), whose public names and shapes are the same. The
+sandbox API server runs on trio in a background thread, independent of the test's event loop.
 """
 
 from __future__ import annotations
 
-import gc
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-import kuber_exec_asyncio
-import kuber_exec_trio
 from kuber_exec_trio.sandbox import (
     Cluster,
     PodSpec,
@@ -26,24 +23,6 @@ from kuber_exec_trio.sandbox import (
 )
 
 from .cluster import conformance_cluster
-
-
-@pytest.fixture(autouse=True)
-def _unclosed_resources_fail_their_own_test() -> Iterator[None]:
-    # An unclosed socket is reported when it is collected; collect now, so that the
-    # ResourceWarning (an error under filterwarnings=error) names the test that leaked it.
-    yield
-    gc.collect()
-
-
-@pytest.fixture(params=["trio", "asyncio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def adapter(anyio_backend: str) -> ModuleType:
-    return kuber_exec_trio if anyio_backend == "trio" else kuber_exec_asyncio
 
 
 @pytest.fixture(scope="session")

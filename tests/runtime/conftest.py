@@ -12,17 +12,12 @@ runc failing), the fixture skips the test with the reason; when the environment 
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import NoReturn
 
 import pytest
-
-import kuber_exec_asyncio
-import kuber_exec_trio
 
 from .cri_runtime import CriRuntime, RuntimeUnavailable, ensure_packages, running_cri_runtime
 
@@ -58,22 +53,3 @@ def cri_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CriRuntime
         except RuntimeUnavailable as exc:
             runtime_unavailable(str(exc))
         yield runtime
-
-
-@pytest.fixture(autouse=True)
-def _unclosed_resources_fail_their_own_test() -> Iterator[None]:
-    # An unclosed socket is reported when it is collected; collect now, so that the
-    # ResourceWarning (an error under filterwarnings=error) names the test that leaked it.
-    yield
-    gc.collect()
-
-
-@pytest.fixture(params=["trio", "asyncio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def adapter(anyio_backend: str) -> ModuleType:
-    """``kuber_exec_trio`` or ``kuber_exec_asyncio``: the adapter of the running event loop."""
-    return kuber_exec_trio if anyio_backend == "trio" else kuber_exec_asyncio
