@@ -1,11 +1,15 @@
 """kubectl (1.30+, v5.channel.k8s.io over WebSocket) against the sandbox.
 
 kubectl runs as a subprocess with the sandbox's kubeconfig and its own discovery cache directory.
-Success cases also assert an empty stderr: no warning, no SPDY fallback noise.
+Success cases also assert an empty stderr: no warning, no SPDY fallback noise. The one line
+removed first is client-go's own race (1.30-1.32: its reader starts before its streams exist, and
+it logs "Unknown stream id 1, discarding message" for the server's initial empty message); stdout
+still proves that no data was lost.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -19,11 +23,14 @@ from .conftest import ready_web_pod
 pytestmark = pytest.mark.kubectl
 
 
+_CLIENT_GO_STREAM_RACE = re.compile(rb"^.*Unknown stream id 1, discarding message\n", re.MULTILINE)
+
+
 async def run_kubectl(
     kubectl: str, sandbox: Sandbox, cache: Path, *args: str, stdin: bytes = b""
 ) -> subprocess.CompletedProcess[bytes]:
     with trio.fail_after(60):
-        return await trio.run_process(
+        result = await trio.run_process(
             [
                 kubectl,
                 "--kubeconfig",
@@ -37,6 +44,8 @@ async def run_kubectl(
             capture_stderr=True,
             check=False,
         )
+    result.stderr = _CLIENT_GO_STREAM_RACE.sub(b"", result.stderr)
+    return result
 
 
 @pytest.mark.trio
