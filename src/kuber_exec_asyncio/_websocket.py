@@ -25,7 +25,7 @@ from kuber_exec_core import (
     exec_upgrade_error,
     single_exception,
 )
-from kuber_exec_kube import DEFAULT_PING_INTERVAL, DEFAULT_PONG_TIMEOUT
+from kuber_exec_kube import DEFAULT_PING_INTERVAL, DEFAULT_PONG_TIMEOUT, describe_error
 
 from ._connection import AsyncioWebSocketExecConnection
 
@@ -115,5 +115,5 @@ async def connect_exec(
         if opened:
             raise
         raise ExecError(
-            ExecErrorCode.FAILED, f"The exec upgrade failed: {type(error).__name__}"
+            ExecErrorCode.FAILED, f"The exec upgrade failed: {describe_error(error)}"
         ) from None

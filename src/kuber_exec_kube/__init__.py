@@ -8,6 +8,7 @@ from ._backend import DEFAULT_PONG_TIMEOUT as DEFAULT_PONG_TIMEOUT
 from ._backend import KubernetesBackendBase as KubernetesBackendBase
 from ._config import ClusterConfig as ClusterConfig
 from ._rest import RestClient as RestClient
+from ._rest import describe_error as describe_error
 
 __all__ = [
     "DEFAULT_PING_INTERVAL",
@@ -15,4 +16,5 @@ __all__ = [
     "ClusterConfig",
     "KubernetesBackendBase",
     "RestClient",
+    "describe_error",
 ]

@@ -11,7 +11,7 @@ from kuber_exec_core import ApiGet, ApiPlan, ApiResponse, ExecError, ExecErrorCo
 
 from ._config import ClusterConfig
 
-__all__ = ["RestClient"]
+__all__ = ["RestClient", "describe_error"]
 
 T = TypeVar("T")
 
@@ -53,6 +53,25 @@ class RestClient:
         except httpx.HTTPError as error:
             raise ExecError(
                 ExecErrorCode.FAILED,
-                f"Kubernetes API GET {request.path} failed: {type(error).__name__}: {error}",
+                f"Kubernetes API GET {request.path} failed: {describe_error(error)}",
             ) from None
         return ApiResponse(status=response.status_code, body=response.content)
+
+
+def describe_error(error: BaseException) -> str:
+    """``Type: message`` of ``error`` and of the causes under it that say more.
+
+    Transport wrappers often carry an empty message over the one that matters (httpx's
+    ``ConnectError`` over ``ssl.SSLCertVerificationError``). None of these messages holds a
+    credential: they come from the socket and TLS layers, never from request headers.
+    """
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen and len(parts) < 4:
+        seen.add(id(current))
+        text = str(current).strip()
+        if text and all(text not in part for part in parts):
+            parts.append(text)
+        current = current.__cause__ or current.__context__
+    return f"{type(error).__name__}: {' / '.join(parts) or 'no details'}"

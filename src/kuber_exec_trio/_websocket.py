@@ -27,7 +27,7 @@ from kuber_exec_core import (
     exec_upgrade_error,
     single_exception,
 )
-from kuber_exec_kube import DEFAULT_PING_INTERVAL, DEFAULT_PONG_TIMEOUT
+from kuber_exec_kube import DEFAULT_PING_INTERVAL, DEFAULT_PONG_TIMEOUT, describe_error
 
 from ._connection import TrioWebSocketExecConnection
 
@@ -119,7 +119,7 @@ async def connect_exec(
         if opened:
             raise
         raise ExecError(
-            ExecErrorCode.FAILED, f"The exec upgrade failed: {type(error).__name__}"
+            ExecErrorCode.FAILED, f"The exec upgrade failed: {describe_error(error)}"
         ) from None
     finally:
         await trio.aclose_forcefully(stream)
@@ -204,5 +204,5 @@ async def _connect(
     except (OSError, trio.TooSlowError, trio.BrokenResourceError) as error:
         raise ExecError(
             ExecErrorCode.FAILED,
-            f"Could not connect to {host}:{port}: {type(error).__name__}",
+            f"Could not connect to {host}:{port}: {describe_error(error)}",
         ) from None

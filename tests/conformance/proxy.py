@@ -1,20 +1,28 @@
-"""A loopback TCP proxy that can freeze: the peer stays connected but stops answering."""
+"""A loopback TCP proxy in front of the sandbox: it can freeze (the peer stays connected but
+stops answering) and it can terminate TLS (so the clients' TLS paths meet a real TLS server)."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
+from anyio.streams.tls import TLSListener
 
 
 class FreezingProxy:
-    """Forwards bytes both ways until ``freeze()``; then forwards nothing, closes nothing."""
+    """Forwards bytes both ways until ``freeze()``; then forwards nothing, closes nothing.
 
-    def __init__(self, url: str) -> None:
+    With ``tls`` (a server-side context) it accepts TLS and forwards the plain bytes.
+    """
+
+    def __init__(self, url: str, tls: ssl.SSLContext | None = None) -> None:
         self.frozen = anyio.Event()
+        self._tls = tls
         self.url = ""
         parts = urlsplit(url)
         self._host = parts.hostname or "127.0.0.1"
@@ -32,22 +40,40 @@ class FreezingProxy:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
         finally:
-            await sink.aclose()
+            # Forcefully: a TLS close_notify cannot be sent on a stream the peer already shut.
+            await anyio.aclose_forcefully(sink)
 
-    async def _handle(self, client: anyio.abc.SocketStream) -> None:
+    async def _handle(self, client: anyio.abc.ByteStream) -> None:
         upstream = await anyio.connect_tcp(self._host, self._port)
-        async with client, upstream, anyio.create_task_group() as tasks:
-            tasks.start_soon(self._pump, client, upstream)
-            tasks.start_soon(self._pump, upstream, client)
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._pump, client, upstream)
+                tasks.start_soon(self._pump, upstream, client)
+        finally:
+            await anyio.aclose_forcefully(client)
+            await anyio.aclose_forcefully(upstream)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[FreezingProxy]:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        self.url = f"http://127.0.0.1:{port}"
+        tcp = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        port = tcp.extra(anyio.abc.SocketAttribute.local_port)
+        listener: anyio.abc.Listener[Any] = tcp
+        if self._tls is not None:
+            listener = _QuietTLSListener(tcp, self._tls)
+        self.url = f"{'https' if self._tls else 'http'}://127.0.0.1:{port}"
         async with listener, anyio.create_task_group() as tasks:
             tasks.start_soon(listener.serve, self._handle)
             try:
                 yield self
             finally:
                 tasks.cancel_scope.cancel()
+
+
+class _QuietTLSListener(TLSListener):
+    """A refused handshake is what the TLS tests provoke on purpose: not worth a traceback."""
+
+    @staticmethod
+    async def handle_handshake_error(exc: BaseException, stream: anyio.abc.AnyByteStream) -> None:
+        await anyio.aclose_forcefully(stream)
+        if not isinstance(exc, Exception):
+            raise exc

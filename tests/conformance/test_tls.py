@@ -1,0 +1,148 @@
+"""TLS: verified by default, with the kubeconfig's CA and client certificate, on REST and exec.
+
+A TLS-terminating proxy (a real TLS server on loopback) stands in front of the sandbox; the
+certificates are made for each run with the openssl command line.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import ssl
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, Workspace
+from kuber_exec_trio.sandbox import Sandbox
+
+from .proxy import FreezingProxy
+
+pytestmark = pytest.mark.anyio
+
+REQUEST = ExecRequest(
+    workspace=Workspace(project="demo", uid="demo-uid"),
+    deployment="web",
+    command=["echo", "over tls"],
+)
+
+
+def _self_signed(directory: Path, name: str, subject_alt_name: str | None) -> tuple[Path, Path]:
+    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+    command = [
+        "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-keyout", str(key), "-out", str(cert), "-subj", f"/CN=kuber-exec-test-{name}",
+    ]  # fmt: skip
+    if subject_alt_name:
+        command += ["-addext", f"subjectAltName={subject_alt_name}"]
+    subprocess.run(command, check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    if shutil.which("openssl") is None:
+        reason = "the openssl command line is needed to make test certificates"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    directory = tmp_path_factory.mktemp("tls")
+    server_cert, server_key = _self_signed(directory, "server", "IP:127.0.0.1")
+    client_cert, client_key = _self_signed(directory, "client", None)
+    return {
+        "server_cert": server_cert,
+        "server_key": server_key,
+        "client_cert": client_cert,
+        "client_key": client_key,
+    }
+
+
+def server_context(certificates: dict[str, Path], *, client_certificates: bool) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(certificates["server_cert"], certificates["server_key"])
+    if client_certificates:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(certificates["client_cert"])
+    return context
+
+
+def kubeconfig(directory: Path, url: str, cluster: dict[str, Any], user: dict[str, Any]) -> str:
+    path = directory / "kubeconfig"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "tls", "cluster": {"server": url, **cluster}}],
+                "users": [{"name": "tls", "user": user}],
+                "contexts": [{"name": "tls", "context": {"cluster": "tls", "user": "tls"}}],
+                "current-context": "tls",
+            }
+        )
+    )
+    return str(path)
+
+
+def data(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+async def execute(adapter: Any, config_path: str) -> Any:
+    async with adapter.KubernetesBackend.from_kubeconfig(config_path) as backend:
+        return await adapter.ExecService(backend).execute(REQUEST)
+
+
+async def test_the_kubeconfig_ca_verifies_rest_and_exec(
+    adapter: Any, sandbox: Sandbox, certificates: dict[str, Path], tmp_path: Path
+) -> None:
+    proxy = FreezingProxy(sandbox.url, server_context(certificates, client_certificates=False))
+    async with proxy.running():
+        ca = {"certificate-authority-data": data(certificates["server_cert"])}
+        result = await execute(adapter, kubeconfig(tmp_path, proxy.url, ca, {}))
+    assert result.stdout == b"over tls\n"
+
+
+async def test_an_unknown_server_certificate_is_refused(
+    adapter: Any, sandbox: Sandbox, certificates: dict[str, Path], tmp_path: Path
+) -> None:
+    proxy = FreezingProxy(sandbox.url, server_context(certificates, client_certificates=False))
+    async with proxy.running():
+        with pytest.raises(ExecError) as caught:
+            await execute(adapter, kubeconfig(tmp_path, proxy.url, {}, {}))
+    assert caught.value.code is ExecErrorCode.FAILED
+    assert "CERTIFICATE_VERIFY_FAILED" in caught.value.message
+
+
+async def test_insecure_skip_tls_verify_is_an_explicit_opt_out(
+    adapter: Any, sandbox: Sandbox, certificates: dict[str, Path], tmp_path: Path
+) -> None:
+    proxy = FreezingProxy(sandbox.url, server_context(certificates, client_certificates=False))
+    async with proxy.running():
+        insecure = {"insecure-skip-tls-verify": True}
+        result = await execute(adapter, kubeconfig(tmp_path, proxy.url, insecure, {}))
+    assert result.stdout == b"over tls\n"
+
+
+async def test_client_certificate_from_the_kubeconfig(
+    adapter: Any, sandbox: Sandbox, certificates: dict[str, Path], tmp_path: Path
+) -> None:
+    proxy = FreezingProxy(sandbox.url, server_context(certificates, client_certificates=True))
+    ca = {"certificate-authority-data": data(certificates["server_cert"])}
+    user = {
+        "client-certificate-data": data(certificates["client_cert"]),
+        "client-key-data": data(certificates["client_key"]),
+    }
+    (tmp_path / "no-cert").mkdir()
+    async with proxy.running():
+        result = await execute(adapter, kubeconfig(tmp_path, proxy.url, ca, user))
+        without_certificate = kubeconfig(tmp_path / "no-cert", proxy.url, ca, {})
+        with pytest.raises(ExecError) as caught:
+            await execute(adapter, without_certificate)
+    assert result.stdout == b"over tls\n"
+    assert caught.value.code is ExecErrorCode.FAILED
+    key_text = certificates["client_key"].read_text()
+    assert key_text.splitlines()[1] not in caught.value.message
