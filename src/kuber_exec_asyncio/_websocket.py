@@ -72,7 +72,8 @@ async def connect_exec(
         url = "ws" + url[len("http") :]
     context = connect(
         url,
-        ssl=ssl_context if url.startswith("wss://") else None,
+        # wss without a context: the default one (verifying); ws must have none at all.
+        ssl=(ssl_context or True) if url.startswith("wss://") else None,
         subprotocols=[protocol.value for protocol in offer],  # type: ignore[misc]
         additional_headers=list(headers),
         compression=None,  # real servers never negotiate extensions

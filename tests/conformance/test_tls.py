@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, Workspace
+from kuber_exec_core import DEFAULT_SUBPROTOCOLS, ExecError, ExecErrorCode, ExecRequest, Workspace
 from kuber_exec_trio.sandbox import Sandbox
 
 from .proxy import FreezingProxy
@@ -146,3 +146,18 @@ async def test_client_certificate_from_the_kubeconfig(
     assert caught.value.code is ExecErrorCode.FAILED
     key_text = certificates["client_key"].read_text()
     assert key_text.splitlines()[1] not in caught.value.message
+
+
+async def test_the_exec_websocket_verifies_the_server_by_default(
+    adapter: Any, sandbox: Sandbox, certificates: dict[str, Path]
+) -> None:
+    proxy = FreezingProxy(sandbox.url, server_context(certificates, client_certificates=False))
+    async with proxy.running():
+        url = proxy.url.replace("https://", "wss://") + (
+            "/api/v1/namespaces/demo/pods/anything/exec?command=true&stdout=true"
+        )
+        with pytest.raises(ExecError) as caught:
+            async with adapter.connect_exec(url, DEFAULT_SUBPROTOCOLS):
+                pass
+    assert caught.value.code is ExecErrorCode.FAILED
+    assert "CERTIFICATE_VERIFY_FAILED" in caught.value.message
