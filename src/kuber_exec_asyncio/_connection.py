@@ -7,12 +7,12 @@ import asyncio
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from kuber_exec_core import ExecError, ExecErrorCode, Message, Subprotocol
+from kuber_exec_core import ConnectionEnd, ExecError, ExecErrorCode, Message, Subprotocol
 
 __all__ = ["AsyncioWebSocketExecConnection"]
 
 
-class AsyncioWebSocketExecConnection:
+class AsyncioWebSocketExecConnection(ConnectionEnd):
     """Wraps a ``websockets`` client connection; see :class:`ExecConnection`.
 
     Keepalive (protocol.md §7: servers never ping, load balancers drop idle connections): the
@@ -24,27 +24,9 @@ class AsyncioWebSocketExecConnection:
     """
 
     def __init__(self, websocket: ClientConnection, subprotocol: Subprotocol) -> None:
+        super().__init__(subprotocol)
         self._websocket = websocket
-        self._subprotocol = subprotocol
         self._receiving = False
-        self._closed = False
-        self._clean = False
-        self._reason: str | None = None
-
-    def __repr__(self) -> str:
-        return f"<AsyncioWebSocketExecConnection {self._subprotocol.value} closed={self._closed}>"
-
-    @property
-    def subprotocol(self) -> Subprotocol:
-        return self._subprotocol
-
-    @property
-    def closed_cleanly(self) -> bool:
-        return self._clean
-
-    @property
-    def close_reason(self) -> str | None:
-        return self._reason
 
     async def send_message(self, message: Message) -> None:
         try:
@@ -67,12 +49,6 @@ class AsyncioWebSocketExecConnection:
             return None
         finally:
             self._receiving = False
-
-    def _end(self, *, clean: bool, reason: str | None) -> None:
-        if not self._closed:
-            self._closed = True
-            self._clean = clean
-            self._reason = reason
 
     async def keepalive(self, interval: float, pong_timeout: float) -> None:
         """Ping forever (until cancelled); end the connection when the peer stops answering."""

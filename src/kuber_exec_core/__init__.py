@@ -7,6 +7,7 @@ socket, reads a clock, starts a thread or imports trio or asyncio: the adapters
 """
 
 from ._backend import Backend as Backend
+from ._backend import ConnectionEnd as ConnectionEnd
 from ._backend import ExecConnection as ExecConnection
 from ._channels import MAX_CLIENT_PAYLOAD_BYTES as MAX_CLIENT_PAYLOAD_BYTES
 from ._channels import Channel as Channel
@@ -223,6 +224,7 @@ __all__ = [
     "TerminalFrame",
     # adapter seam
     "Backend",
+    "ConnectionEnd",
     "ExecConnection",
     "single_exception",
     "collect_execute",

@@ -21,7 +21,7 @@ from ._selector import LabelSelector
 from ._subprotocols import Subprotocol
 from ._target import ResolvedTarget
 
-__all__ = ["Backend", "ExecConnection"]
+__all__ = ["Backend", "ConnectionEnd", "ExecConnection"]
 
 
 class ExecConnection(Protocol):
@@ -76,3 +76,41 @@ class Backend(Protocol):
             ExecError: the upgrade was refused or the server could not be reached.
         """
         ...
+
+
+class ConnectionEnd:
+    """How an exec connection ended, for :class:`ExecConnection` implementations to inherit.
+
+    It holds the negotiated ``subprotocol`` and, once ``_end`` is called (first call wins),
+    ``closed_cleanly`` and ``close_reason``; the transports only decide when and why.
+    """
+
+    def __init__(self, subprotocol: Subprotocol) -> None:
+        self._subprotocol = subprotocol
+        self._closed = False
+        self._clean = False
+        self._reason: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._subprotocol.value} closed={self._closed}>"
+
+    @property
+    def subprotocol(self) -> Subprotocol:
+        """The subprotocol the server chose."""
+        return self._subprotocol
+
+    @property
+    def closed_cleanly(self) -> bool:
+        """Whether a Close frame ended the connection (meaningful once it has ended)."""
+        return self._clean
+
+    @property
+    def close_reason(self) -> str | None:
+        """Why the connection ended, when this side knows more than the close itself."""
+        return self._reason
+
+    def _end(self, *, clean: bool, reason: str | None) -> None:
+        if not self._closed:
+            self._closed = True
+            self._clean = clean
+            self._reason = reason

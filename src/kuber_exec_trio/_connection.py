@@ -5,47 +5,29 @@ from __future__ import annotations
 import trio
 import trio_websocket
 
-from kuber_exec_core import ExecError, ExecErrorCode, Message, Subprotocol
+from kuber_exec_core import ConnectionEnd, ExecError, ExecErrorCode, Message, Subprotocol
 
 __all__ = ["TrioWebSocketExecConnection"]
 
 _ABNORMAL_CLOSURE = 1006
 
 
-class TrioWebSocketExecConnection:
+class TrioWebSocketExecConnection(ConnectionEnd):
     """Wraps a ``trio_websocket.WebSocketConnection``; see :class:`ExecConnection`.
 
     Keepalive (protocol.md §7: servers never ping, load balancers drop idle connections): the
     ``keepalive`` task pings every ``interval`` seconds. A pong that does not come within
-    ``timeout`` while this side is waiting for data means the peer is dead: the pending
+    ``pong_timeout`` while this side is waiting for data means the peer is dead: the pending
     ``receive_message`` returns ``None`` with that reason. While the consumer is slow (not
     waiting for data), trio-websocket's reader is blocked behind unread messages and cannot see
     the pong, so a late pong then is our own backpressure, not a dead peer, and is not fatal.
     """
 
     def __init__(self, websocket: trio_websocket.WebSocketConnection, subprotocol: Subprotocol):
+        super().__init__(subprotocol)
         self._websocket = websocket
-        self._subprotocol = subprotocol
         self._receiving = False
         self._receive_scope: trio.CancelScope | None = None
-        self._closed = False
-        self._clean = False
-        self._reason: str | None = None
-
-    def __repr__(self) -> str:
-        return f"<TrioWebSocketExecConnection {self._subprotocol.value} closed={self._closed}>"
-
-    @property
-    def subprotocol(self) -> Subprotocol:
-        return self._subprotocol
-
-    @property
-    def closed_cleanly(self) -> bool:
-        return self._clean
-
-    @property
-    def close_reason(self) -> str | None:
-        return self._reason
 
     async def send_message(self, message: Message) -> None:
         try:
@@ -73,12 +55,6 @@ class TrioWebSocketExecConnection:
             self._receive_scope = None
         # Reached only when keepalive cancelled the receive: the peer is gone.
         return None
-
-    def _end(self, *, clean: bool, reason: str | None) -> None:
-        if not self._closed:
-            self._closed = True
-            self._clean = clean
-            self._reason = reason
 
     async def keepalive(self, interval: float, pong_timeout: float) -> None:
         """Ping forever (until cancelled); end the connection when the peer stops answering."""
