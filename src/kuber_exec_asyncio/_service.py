@@ -30,7 +30,6 @@ from kuber_exec_core import (
     stdin_bytes,
     validate_output_cap,
     validate_queue_capacity,
-    validate_request,
 )
 
 from ._session import InteractiveSession
@@ -95,7 +94,6 @@ class ExecService:
         stdout_limit = validate_output_cap(stdout_cap, "stdout", self.limits)
         stderr_limit = validate_output_cap(stderr_cap, "stderr", self.limits)
         stdin_data = None if stdin is None else stdin_bytes(stdin)
-        validate_request(request, self.limits)
         target = await self.resolve_target(request)
         streams = ExecStreams(stdin=stdin_data is not None, stdout=True, stderr=True, tty=False)
         offer = ExecuteRun.subprotocols(stdin=stdin_data is not None)
@@ -144,7 +142,6 @@ class ExecService:
             ExecError: as :meth:`resolve_target`, ``EXEC_INVALID`` for a bad queue capacity.
         """
         capacity = validate_queue_capacity(queue_capacity, self.limits)
-        validate_request(request, self.limits)
         target = await self.resolve_target(request)
         streams = ExecStreams(stdin=stdin, stdout=True, stderr=not tty, tty=tty)
         async with self.backend.exec(
