@@ -30,7 +30,7 @@ unit: $(STAMP)
 
 ## demo: run a command in the demo workspace's deployment on the embedded sandbox cluster.
 demo: $(STAMP)
-	$(BIN)/python -m kuber_exec_trio demo
+	$(BIN)/python -m kuber_exec_cli demo
 
 ## bench: throughput, memory and latency, side by side, printed as a table.
 bench: $(STAMP)

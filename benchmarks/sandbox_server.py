@@ -16,7 +16,7 @@ import sys
 
 import trio
 
-from kuber_exec_trio.sandbox import demo_cluster, serve_sandbox
+from kuber_exec_sandbox import demo_cluster, serve_sandbox
 
 
 async def serve() -> None:

@@ -1,4 +1,4 @@
-"""Running ``kuber-exec`` as a user does: a separate process, ``python -m kuber_exec_trio``."""
+"""Running ``kuber-exec`` as a user does: a separate process, ``python -m kuber_exec_cli``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 #: Generous: a run takes well under a second; this only bounds a hang.
 RUN_TIMEOUT_SECONDS = 60.0
 
-KUBER_EXEC = (sys.executable, "-m", "kuber_exec_trio")
+KUBER_EXEC = (sys.executable, "-m", "kuber_exec_cli")
 
 
 def cli_env() -> dict[str, str]:

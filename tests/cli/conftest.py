@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kuber_exec_trio.sandbox import Sandbox, demo_cluster, run_sandbox_in_thread
+from kuber_exec_sandbox import Sandbox, demo_cluster, run_sandbox_in_thread
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kuber_exec_trio.sandbox import Sandbox, demo_cluster
+from kuber_exec_sandbox import Sandbox, demo_cluster
 
 from .clirun import RUN_TIMEOUT_SECONDS, run_cli, spawn_cli
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from kuber_exec_trio._terminal import raw_terminal, terminal_size, watch_window_size
+from kuber_exec_cli._terminal import raw_terminal, terminal_size, watch_window_size
 
 from .clirun import skip_or_fail
 

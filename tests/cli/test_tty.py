@@ -23,7 +23,7 @@ from contextlib import ExitStack, contextmanager
 
 import pytest
 
-from kuber_exec_trio.sandbox import demo_cluster, run_sandbox_in_thread
+from kuber_exec_sandbox import demo_cluster, run_sandbox_in_thread
 
 from .clirun import KUBER_EXEC, RUN_TIMEOUT_SECONDS, cli_env, skip_or_fail
 

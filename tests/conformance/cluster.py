@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kuber_exec_trio.sandbox import Cluster, OwnerRef, PodSpec, demo_cluster
+from kuber_exec_sandbox import Cluster, OwnerRef, PodSpec, demo_cluster
 
 WORKSPACE_UID = "demo-uid"
 

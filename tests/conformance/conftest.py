@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kuber_exec_trio.sandbox import (
+from kuber_exec_sandbox import (
     Cluster,
     PodSpec,
     Sandbox,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, Workspace
-from kuber_exec_trio.sandbox import Sandbox, demo_cluster, run_sandbox_in_thread
+from kuber_exec_sandbox import Sandbox, demo_cluster, run_sandbox_in_thread
 
 pytestmark = pytest.mark.anyio
 

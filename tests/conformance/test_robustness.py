@@ -20,7 +20,7 @@ from kuber_exec_core import (
     Stdout,
     Workspace,
 )
-from kuber_exec_trio.sandbox import demo_cluster, run_sandbox_in_thread
+from kuber_exec_sandbox import demo_cluster, run_sandbox_in_thread
 
 from .conftest import backend_for
 from .proxy import FreezingProxy

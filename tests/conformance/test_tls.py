@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kuber_exec_core import DEFAULT_SUBPROTOCOLS, ExecError, ExecErrorCode, ExecRequest, Workspace
-from kuber_exec_trio.sandbox import Sandbox
+from kuber_exec_sandbox import Sandbox
 
 from .proxy import FreezingProxy
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from kuber_exec_asyncio import ClusterConfig, Workspace
-from kuber_exec_trio.sandbox import Sandbox, demo_cluster, run_sandbox_in_thread
+from kuber_exec_sandbox import Sandbox, demo_cluster, run_sandbox_in_thread
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "asyncio_http_exec.py"
 

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-from kuber_exec_trio.sandbox import Cluster, Sandbox, demo_cluster, serve_sandbox
+from kuber_exec_sandbox import Cluster, Sandbox, demo_cluster, serve_sandbox
 
 
 def ready_web_pod(cluster: Cluster) -> str:
@@ -33,7 +33,7 @@ async def sandbox(caplog: pytest.LogCaptureFixture) -> AsyncIterator[Sandbox]:
         with trio.fail_after(10):
             await running.wait_processes_reaped()
     # The server's safety net logs a connection it failed to serve: that is always a bug.
-    failures = [r for r in caplog.records if r.name.startswith("kuber_exec_trio.sandbox")]
+    failures = [r for r in caplog.records if r.name.startswith("kuber_exec_sandbox")]
     assert not [r for r in failures if r.levelno >= logging.ERROR], caplog.text
 
 

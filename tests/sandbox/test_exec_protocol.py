@@ -19,7 +19,7 @@ from kuber_exec_core import (
     encode_message,
     parse_status,
 )
-from kuber_exec_trio.sandbox import Sandbox, demo_cluster, serve_sandbox
+from kuber_exec_sandbox import Sandbox, demo_cluster, serve_sandbox
 
 from .conftest import ready_web_pod
 from .wsclient import RawWebSocket, Rejected, connect

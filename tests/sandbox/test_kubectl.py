@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from kuber_exec_trio.sandbox import Sandbox
+from kuber_exec_sandbox import Sandbox
 
 from .conftest import ready_web_pod
 

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.stream import stream
 
-from kuber_exec_trio.sandbox import Sandbox, run_sandbox_in_thread
+from kuber_exec_sandbox import Sandbox, run_sandbox_in_thread
 
 from .conftest import ready_web_pod
 

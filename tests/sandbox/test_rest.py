@@ -20,7 +20,7 @@ from kuber_exec_core import (
     parse_pod,
     parse_replica_set,
 )
-from kuber_exec_trio.sandbox import Cluster, PodSpec, Sandbox, demo_cluster, run_sandbox_in_thread
+from kuber_exec_sandbox import Cluster, PodSpec, Sandbox, demo_cluster, run_sandbox_in_thread
 
 from .conftest import ready_web_pod
 

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kuber_exec_core import LabelSelector, Requirement, SelectorOperator
-from kuber_exec_trio.sandbox import Cluster, Sandbox, run_sandbox_in_thread
+from kuber_exec_sandbox import Cluster, Sandbox, run_sandbox_in_thread
 
 KEYS = ["app", "tier", "kuber.dev/workspace-uid", "x"]
 VALUES = ["a", "b", "web", "c-1"]

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from kuber_exec_core import Channel, Subprotocol, decode_message
-from kuber_exec_trio.sandbox import (
+from kuber_exec_sandbox import (
     Cluster,
     NonLoopbackError,
     PodSpec,
@@ -255,7 +255,7 @@ def test_sandbox_command_prints_a_kubectl_line_and_stops_on_ctrl_c(tmp_path: Pat
         [
             sys.executable,
             "-c",
-            "import sys; from kuber_exec_trio.sandbox._command import main; sys.exit(main())",
+            "import sys; from kuber_exec_sandbox._command import main; sys.exit(main())",
             "--kubeconfig-out",
             str(kubeconfig),
         ],
@@ -285,6 +285,6 @@ def test_sandbox_command_prints_a_kubectl_line_and_stops_on_ctrl_c(tmp_path: Pat
 
 
 def test_sandbox_command_refuses_a_public_host() -> None:
-    from kuber_exec_trio.sandbox._command import main
+    from kuber_exec_sandbox._command import main
 
     assert main(["--host", "0.0.0.0"]) == 2

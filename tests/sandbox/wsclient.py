@@ -16,7 +16,7 @@ from wsproto.connection import Connection
 from wsproto.events import BytesMessage, CloseConnection, Message, Ping, Pong, TextMessage
 from wsproto.utilities import generate_nonce
 
-from kuber_exec_trio.sandbox import Sandbox
+from kuber_exec_sandbox import Sandbox
 
 
 @attrs.define

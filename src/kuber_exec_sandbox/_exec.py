@@ -36,7 +36,7 @@ from ._websocket import ClientGone, FrameTooLarge, WebSocket
 
 __all__ = ["run_exec_session"]
 
-_log = logging.getLogger("kuber_exec_trio.sandbox")
+_log = logging.getLogger("kuber_exec_sandbox")
 _CLOSE_NORMAL = 1000
 _CLOSE_PROTOCOL_ERROR = 1002
 _CLOSE_TOO_BIG = 1009

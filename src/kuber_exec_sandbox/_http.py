@@ -31,7 +31,7 @@ from ._websocket import WebSocket
 
 __all__ = ["ConnectionHandler", "ExecRunner"]
 
-_log = logging.getLogger("kuber_exec_trio.sandbox")
+_log = logging.getLogger("kuber_exec_sandbox")
 _MAX_HEAD_BYTES = 64 * 1024
 _MAX_BODY_BYTES = 1024 * 1024
 _LINGER_SECONDS = 2.0

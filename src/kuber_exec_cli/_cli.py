@@ -1,4 +1,4 @@
-"""The ``kuber-exec`` command line (also ``python -m kuber_exec_trio``).
+"""The ``kuber-exec`` command line (also ``python -m kuber_exec_cli``).
 
 ``kuber-exec exec`` is ``kubectl exec`` with the workspace ownership checks: it goes through
 :class:`~kuber_exec_trio.ExecService`, so the target is resolved, checked and ranked exactly as a
@@ -51,11 +51,8 @@ from kuber_exec_core import (
     validate_output_cap,
 )
 from kuber_exec_core import __version__ as core_version
-from kuber_exec_kube import ClusterConfig
+from kuber_exec_trio import ClusterConfig, ExecService, InteractiveSession, KubernetesBackend
 
-from ._kubernetes import KubernetesBackend
-from ._service import ExecService
-from ._session import InteractiveSession
 from ._terminal import raw_terminal, watch_window_size
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_ERROR", "main"]
@@ -392,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _sandbox_main(argv: list[str]) -> int:
     try:
-        from .sandbox._command import main as sandbox_main
+        from kuber_exec_sandbox._command import main as sandbox_main
     except ImportError as error:
         _report(
             LocalStreams.of_process(),
@@ -535,7 +532,7 @@ async def open_backend(options: ExecOptions) -> AsyncIterator[KubernetesBackend]
 @asynccontextmanager
 async def open_demo_sandbox() -> AsyncIterator[str]:
     """Serve the sandbox with the demo cluster on loopback for the block; yields its URL."""
-    from .sandbox import demo_cluster, serve_sandbox
+    from kuber_exec_sandbox import demo_cluster, serve_sandbox
 
     async with serve_sandbox(demo_cluster()) as sandbox:
         yield sandbox.url
@@ -789,6 +786,6 @@ def _how_to_call_me() -> str:
         return "kuber-exec"
     script = os.path.join(os.path.dirname(sys.executable), "kuber-exec")
     if not os.access(script, os.X_OK):
-        script = f"{sys.executable} -m kuber_exec_trio"
+        script = f"{sys.executable} -m kuber_exec_cli"
     relative = os.path.relpath(script)
     return script if relative.startswith("..") else relative

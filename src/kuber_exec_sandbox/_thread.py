@@ -22,7 +22,7 @@ from ._server import Sandbox, serve_sandbox
 __all__ = ["run_sandbox_in_thread"]
 
 _STOP_TIMEOUT_SECONDS = 30.0
-_log = logging.getLogger("kuber_exec_trio.sandbox")
+_log = logging.getLogger("kuber_exec_sandbox")
 
 
 @contextmanager
