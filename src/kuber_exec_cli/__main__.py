@@ -1,5 +1,5 @@
 """``python -m kuber_exec_cli``: the ``kuber-exec`` command line."""
 
-from ._cli import main
+from ._main import main
 
 raise SystemExit(main())

@@ -1,0 +1,327 @@
+"""The ``kuber-exec`` command line's words: parsers, help texts, and what they parse into.
+
+Contract: :func:`parse_command_line` turns the arguments after the program name (``sandbox``
+excepted, which the sandbox parses itself) into :class:`ExecOptions` or :class:`DemoOptions`, or
+raises :class:`UsageError` for a mistake; ``--help`` and ``--version`` print and raise
+``SystemExit(0)``, as argparse does. Only the shape of the command line is checked here: the
+values (names, command size, cap range) are checked where they are used, by ``exec`` and the
+service. Everything after the first ``--`` is the remote argv, verbatim, never parsed as options.
+
+The help texts, the exit-status table included, are the reference docs/cli.md quotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import NoReturn
+
+import attrs
+
+from kuber_exec_core import EXEC_MANAGED_BY_LABEL, EXEC_WORKSPACE_UID_LABEL
+from kuber_exec_core import __version__ as core_version
+from kuber_exec_trio import ExecRequest, Workspace
+
+from ._sandbox import DEMO_PROJECT, DEMO_WORKSPACE_UID
+
+__all__ = [
+    "DemoOptions",
+    "ExecOptions",
+    "Parsers",
+    "UsageError",
+    "build_parsers",
+    "parse_command_line",
+    "parse_exec_options",
+]
+
+_EXIT_STATUS_HELP = """\
+exit status:
+  0-255  the remote command's exit code
+  125    kuber-exec itself failed; stderr has one line "kuber-exec: EXEC_<CODE>: <message>":
+           EXEC_INVALID           bad arguments (nothing was sent to the cluster)
+           EXEC_TARGET_NOT_FOUND  no such Deployment (or container)
+           EXEC_TARGET_FORBIDDEN  the Deployment belongs to another workspace
+           EXEC_TARGET_NOT_READY  no running pod to exec into
+           EXEC_OUTPUT_LIMIT      --stdout-cap/--stderr-cap exceeded (output up to the cap shown)
+           EXEC_FAILED            kubeconfig, API server, connection or runtime failure
+  130    interrupted by Ctrl-C (SIGINT); 129 SIGHUP, 143 SIGTERM; stderr says
+         "kuber-exec: EXEC_ABORTED: interrupted by ...". The remote command is NOT signalled
+         (the protocol has no way to) and may still be running. With -it, Ctrl-C is a key
+         for the remote terminal instead.
+  141    local stdout was closed (e.g. piped into head)"""
+
+_EXEC_EPILOG = f"""\
+examples:
+  # No cluster needed: an in-process sandbox with the demo workspace (project demo,
+  # workspace uid demo-uid, Deployment web).
+  kuber-exec exec --sandbox web -- sh -c 'echo hello from $HOSTNAME'
+  kuber-exec exec --sandbox -it web -- sh
+
+  # A real cluster, through the current kubeconfig context:
+  kuber-exec exec --project team-a --workspace-uid 7d3c0b52 web -- ls -la /srv
+  kuber-exec exec --context prod --project team-a --workspace-uid 7d3c0b52 -c app -it web -- bash
+  tar cz site | kuber-exec exec --project team-a --workspace-uid 7d3c0b52 -i web -- tar xz -C /tmp
+
+  # A sandbox in another terminal, used like a cluster:
+  kuber-exec sandbox --kubeconfig-out /tmp/sandbox.kubeconfig
+  kuber-exec exec --kubeconfig /tmp/sandbox.kubeconfig --project demo --workspace-uid demo-uid \\
+      web -- id
+
+The target must be labelled {EXEC_MANAGED_BY_LABEL}=kuber and
+{EXEC_WORKSPACE_UID_LABEL}=<--workspace-uid>; a pod is picked among its running pods (ready
+first, then by name). Without -i the command gets no stdin (end of input at once). Without -t,
+stdout and stderr stay separate and binary-safe.
+
+{_EXIT_STATUS_HELP}
+"""
+
+_TOP_EPILOG = f"""\
+start here:
+  kuber-exec demo                                  # a guided run on the in-process sandbox
+  kuber-exec exec --sandbox web -- uname -a        # your own command in the demo workspace
+  kuber-exec exec --help                           # every option, real-cluster examples
+
+{_EXIT_STATUS_HELP}
+"""
+
+
+class UsageError(Exception):
+    """A command-line mistake; reported as ``EXEC_INVALID`` with the usage line."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse exits 2 on a usage error, a common remote exit code; raise instead so that main
+    # reports it as kuber-exec's own failure (125) in the one error format.
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
+@attrs.frozen(kw_only=True)
+class ExecOptions:
+    """What ``kuber-exec exec`` was asked to do (parsed, not yet validated by the service)."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    sandbox: bool = False
+    project: str
+    workspace_uid: str
+    deployment: str
+    container: str | None = None
+    command: tuple[str, ...]
+    stdin: bool = False
+    tty: bool = False
+    stdout_cap: int | None = None
+    stderr_cap: int | None = None
+
+    def request(self) -> ExecRequest:
+        """The library request this command line stands for."""
+        return ExecRequest(
+            workspace=Workspace(project=self.project, uid=self.workspace_uid),
+            deployment=self.deployment,
+            command=self.command,
+            container=self.container,
+        )
+
+
+@attrs.frozen
+class DemoOptions:
+    """What ``kuber-exec demo`` was asked to do: it has no options."""
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        return version("kuber-exec")
+    except PackageNotFoundError:  # Running from a source tree that was never installed.
+        return core_version
+
+
+@attrs.frozen(kw_only=True)
+class Parsers:
+    """The top-level parser and the subcommand parsers that report their own usage."""
+
+    top: argparse.ArgumentParser
+    exec: argparse.ArgumentParser
+    demo: argparse.ArgumentParser
+
+
+def build_parsers() -> Parsers:
+    """The ``kuber-exec`` argument parsers (``sandbox`` is dispatched before they run)."""
+    parser = _Parser(
+        prog="kuber-exec",
+        description=(
+            "Run commands in the pods of a workspace's Kubernetes Deployment, with the\n"
+            "workspace ownership checks, over the *.channel.k8s.io WebSocket protocol."
+        ),
+        epilog=_TOP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"kuber-exec {_version()}")
+    commands = parser.add_subparsers(dest="subcommand", metavar="COMMAND", title="commands")
+
+    exec_parser = commands.add_parser(
+        "exec",
+        help="run a command in a workspace Deployment's pod",
+        description=(
+            "Resolve DEPLOYMENT in the workspace's project, checking that the workspace owns\n"
+            "it, pick one of its running pods, run COMMAND there, stream the output as it\n"
+            "arrives and exit with the command's exit code."
+        ),
+        usage=(
+            "kuber-exec exec [--kubeconfig PATH] [--context NAME] --project NS "
+            "--workspace-uid UID\n"
+            "                       [-c CONTAINER] [-i] [-t] [--stdout-cap BYTES] "
+            "[--stderr-cap BYTES]\n"
+            "                       [--sandbox] DEPLOYMENT -- COMMAND [ARG...]"
+        ),
+        epilog=_EXEC_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cluster = exec_parser.add_argument_group("cluster")
+    cluster.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)",
+    )
+    cluster.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
+    cluster.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="use an in-process sandbox cluster with the demo workspace instead of a kubeconfig "
+        f"(then --project defaults to {DEMO_PROJECT}, --workspace-uid to {DEMO_WORKSPACE_UID})",
+    )
+    target = exec_parser.add_argument_group("target")
+    target.add_argument(
+        "--project", metavar="NS", help="the workspace's project: the namespace (required)"
+    )
+    target.add_argument(
+        "--workspace-uid",
+        metavar="UID",
+        help="the workspace uid the Deployment must be labelled with (required)",
+    )
+    target.add_argument(
+        "-c",
+        "--container",
+        metavar="CONTAINER",
+        help="container (default: the first one of the Deployment's pod template)",
+    )
+    target.add_argument("deployment", metavar="DEPLOYMENT", help="the Deployment's name")
+    session = exec_parser.add_argument_group("session")
+    session.add_argument(
+        "-i",
+        "--stdin",
+        action="store_true",
+        help="forward local stdin to the command and close it at end of input (needs a "
+        "Kubernetes 1.30+ API server: the v5.channel.k8s.io subprotocol)",
+    )
+    session.add_argument(
+        "-t",
+        "--tty",
+        action="store_true",
+        help="allocate a remote terminal; with -i, put the local terminal in raw mode and "
+        "follow its size (stderr then arrives on stdout)",
+    )
+    session.add_argument(
+        "--stdout-cap",
+        metavar="BYTES",
+        type=int,
+        help="stop with EXEC_OUTPUT_LIMIT after BYTES of stdout (1..1048576; default: no cap)",
+    )
+    session.add_argument(
+        "--stderr-cap",
+        metavar="BYTES",
+        type=int,
+        help="stop with EXEC_OUTPUT_LIMIT after BYTES of stderr (1..1048576; default: no cap)",
+    )
+
+    commands.add_parser(
+        "sandbox",
+        help="serve a loopback Kubernetes API server with the demo cluster (kubectl works too); "
+        "see kuber-exec sandbox --help",
+        add_help=False,
+    )
+    demo_parser = commands.add_parser(
+        "demo",
+        help="start the sandbox, run a command in the demo workspace and show the ownership "
+        "check refusing another workspace's Deployment",
+        description="A guided tour on the in-process sandbox; takes a few seconds.",
+    )
+    return Parsers(top=parser, exec=exec_parser, demo=demo_parser)
+
+
+def parse_exec_options(
+    parser: argparse.ArgumentParser, namespace: argparse.Namespace, command: Sequence[str] | None
+) -> ExecOptions:
+    """Check what argparse cannot (``--``, required-unless-sandbox) and build the options.
+
+    Raises:
+        UsageError: a missing or conflicting argument.
+    """
+    if not command:
+        raise UsageError(
+            parser, "the command goes after --, e.g. kuber-exec exec ... web -- ls -la"
+        )
+    if namespace.sandbox and (namespace.kubeconfig or namespace.context):
+        raise UsageError(parser, "--sandbox cannot be combined with --kubeconfig or --context")
+    project = namespace.project
+    uid = namespace.workspace_uid
+    if namespace.sandbox:
+        project = DEMO_PROJECT if project is None else project
+        uid = DEMO_WORKSPACE_UID if uid is None else uid
+    missing = [
+        name for name, value in (("--project", project), ("--workspace-uid", uid)) if not value
+    ]
+    if missing:
+        raise UsageError(parser, f"{' and '.join(missing)} required (or use --sandbox)")
+    return ExecOptions(
+        kubeconfig=namespace.kubeconfig,
+        context=namespace.context,
+        sandbox=namespace.sandbox,
+        project=project,
+        workspace_uid=uid,
+        deployment=namespace.deployment,
+        container=namespace.container,
+        command=tuple(command),
+        stdin=namespace.stdin,
+        tty=namespace.tty,
+        stdout_cap=namespace.stdout_cap,
+        stderr_cap=namespace.stderr_cap,
+    )
+
+
+def parse_command_line(args: Sequence[str]) -> ExecOptions | DemoOptions:
+    """Parse ``kuber-exec ARGS`` (not ``sandbox``) into what to run.
+
+    Raises:
+        UsageError: a missing, unknown or conflicting argument.
+        SystemExit: ``--help`` or ``--version`` was printed (code 0).
+    """
+    args = list(args)
+    # Everything after the first "--" is the remote argv, verbatim: never parsed as options.
+    command: list[str] | None = None
+    if "--" in args:
+        split = args.index("--")
+        args, command = args[:split], args[split + 1 :]
+    parsers = build_parsers()
+    namespace, extra = parsers.top.parse_known_args(args)
+    if extra:
+        if namespace.subcommand == "exec":
+            raise UsageError(
+                parsers.exec,
+                f"unrecognized arguments: {' '.join(extra)} (the command goes after --: "
+                "kuber-exec exec [options] DEPLOYMENT -- COMMAND [ARG...])",
+            )
+        raise UsageError(parsers.top, f"unrecognized arguments: {' '.join(extra)}")
+    if namespace.subcommand is None:
+        raise UsageError(parsers.top, "choose a command: exec, sandbox or demo")
+    if namespace.subcommand == "demo":
+        if command is not None:
+            raise UsageError(parsers.demo, "demo takes no command")
+        return DemoOptions()
+    return parse_exec_options(parsers.exec, namespace, command)

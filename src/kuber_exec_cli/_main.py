@@ -1,0 +1,44 @@
+"""The ``kuber-exec`` entry point: parse, pick the command, run it, return the exit status.
+
+Contract of :func:`main`: it never raises and never exits the interpreter itself; it returns
+the process exit status, whose meaning is in ``--help``: the remote command's exit code, 125
+when kuber-exec itself failed (a usage mistake included, with the usage line first), 128 +
+signal when stopped, 141 when stdout was closed. ``sandbox`` is handed over before any parsing:
+everything after that word belongs to the sandbox's own command line.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from kuber_exec_trio import ExecError, ExecErrorCode
+
+from ._arguments import DemoOptions, UsageError, parse_command_line
+from ._demo import run_demo
+from ._exec import run_exec
+from ._sandbox import run_sandbox_command
+from ._streaming import LocalStreams
+from ._supervision import EXIT_ERROR, report, run
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["sandbox"]:
+        # The sandbox owns its options and help; everything after the word is its own.
+        return run_sandbox_command(args[1:])
+    streams = LocalStreams.of_process()
+    try:
+        options = parse_command_line(args)
+    except UsageError as error:
+        sys.stderr.write(error.parser.format_usage())
+        report(streams, ExecError(ExecErrorCode.INVALID, error.message))
+        return EXIT_ERROR
+    except SystemExit as done:  # --help and --version print and "exit" 0.
+        return done.code if isinstance(done.code, int) else 0
+    if isinstance(options, DemoOptions):
+        return run(lambda: run_demo(streams), streams)
+    return run(lambda: run_exec(options, streams), streams)

@@ -1,0 +1,46 @@
+"""The in-process sandbox, as the command line uses it: ``--sandbox``, ``demo`` and ``sandbox``.
+
+``kuber_exec_sandbox`` is imported only when one of those is used, so that ``kuber-exec exec``
+against a real cluster does not load a server. The demo workspace's names here are the ones the
+sandbox's ``demo_cluster`` labels its Deployment ``web`` with; they are the ``--sandbox``
+defaults and what ``kuber-exec demo`` runs in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from kuber_exec_trio import ExecError, ExecErrorCode
+
+from ._streaming import LocalStreams
+from ._supervision import EXIT_ERROR, report
+
+__all__ = ["DEMO_PROJECT", "DEMO_WORKSPACE_UID", "open_demo_sandbox", "run_sandbox_command"]
+
+#: The sandbox's demo workspace, the defaults of ``--sandbox``.
+DEMO_PROJECT = "demo"
+DEMO_WORKSPACE_UID = "demo-uid"
+
+
+@asynccontextmanager
+async def open_demo_sandbox() -> AsyncIterator[str]:
+    """Serve the sandbox with the demo cluster on loopback for the block; yields its URL."""
+    from kuber_exec_sandbox import demo_cluster, serve_sandbox
+
+    async with serve_sandbox(demo_cluster()) as sandbox:
+        yield sandbox.url
+
+
+def run_sandbox_command(argv: list[str]) -> int:
+    """``kuber-exec sandbox ARGV``: the sandbox's own command line, options and help included."""
+    try:
+        # The sandbox package has no public entry point for its command line yet.
+        from kuber_exec_sandbox._command import main as sandbox_main
+    except ImportError as error:
+        report(
+            LocalStreams.of_process(),
+            ExecError(ExecErrorCode.FAILED, f"the sandbox is not available: {error}"),
+        )
+        return EXIT_ERROR
+    return sandbox_main(argv)

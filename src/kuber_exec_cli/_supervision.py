@@ -1,0 +1,116 @@
+"""Running a command's trio program and turning how it ended into the process exit status.
+
+The contract of :func:`run`, also in ``--help`` and docs/cli.md: the program's own status (the
+remote exit code, 0-255) when it returns; ``EXIT_ERROR`` (125, as ``docker run``) for an
+``ExecError``, with one ``kuber-exec: EXEC_<CODE>: message`` line on stderr (:func:`report`);
+``128 + signal`` when SIGINT (130), SIGHUP (129) or SIGTERM (143) stopped it, after the program
+was cancelled so that its ``finally`` blocks restored the terminal and closed the socket;
+``EXIT_BROKEN_PIPE`` (141) when local stdout was closed under it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from kuber_exec_trio import ExecError, ExecErrorCode
+
+from ._streaming import LocalStreams
+
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_ERROR", "STOP_SIGNALS", "report", "run"]
+
+#: kuber-exec itself failed (bad arguments, refused target, cap, cluster or connection error).
+EXIT_ERROR = 125
+#: Local stdout was closed under us (``| head``): what a shell reports for a SIGPIPE death.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+#: Signals that stop kuber-exec cleanly (terminal restored, socket closed): exit 128 + signal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def report(streams: LocalStreams, error: ExecError) -> None:
+    """Write the one ``kuber-exec: EXEC_<CODE>: message`` line for ``error`` to stderr."""
+    # ExecError's str is "EXEC_<CODE>: message"; messages never hold credentials (core rule).
+    try:
+        streams.stderr.write(f"kuber-exec: {error}\n".encode("utf-8", errors="replace"))
+        streams.stderr.flush()
+    except OSError:
+        pass  # Nowhere left to report to.
+
+
+def run(body: Callable[[], Awaitable[int]], streams: LocalStreams) -> int:
+    """Run ``body`` under trio, turning errors and stop signals into an exit status.
+
+    ``ExecError`` prints ``kuber-exec: EXEC_<CODE>: message`` and gives ``EXIT_ERROR``; SIGINT,
+    SIGTERM and SIGHUP cancel ``body`` (so that its ``finally`` blocks restore the terminal and
+    close the socket) and give ``128 + signal``; a closed stdout gives ``EXIT_BROKEN_PIPE``.
+    """
+    try:
+        return trio.run(_supervise, body, streams)
+    except KeyboardInterrupt:  # Ctrl-C before the signal receiver was installed, or after.
+        return 128 + signal.SIGINT
+
+
+async def _supervise(body: Callable[[], Awaitable[int]], streams: LocalStreams) -> int:
+    stopped_by: list[int] = []
+    status: list[int] = []
+    with trio.open_signal_receiver(*STOP_SIGNALS) as stop_signals:
+        async with trio.open_nursery() as nursery:
+
+            async def watch_signals() -> None:
+                async for signum in stop_signals:
+                    stopped_by.append(signum)
+                    nursery.cancel_scope.cancel()
+                    return
+
+            async def run_body() -> None:
+                status.append(await _reporting(body, streams))
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch_signals)
+            nursery.start_soon(run_body)
+    if stopped_by:
+        name = signal.Signals(stopped_by[0]).name
+        report(
+            streams,
+            ExecError(
+                ExecErrorCode.ABORTED,
+                f"interrupted by {name}; the remote command was not signalled and may still be "
+                "running",
+            ),
+        )
+        return 128 + stopped_by[0]
+    return status[0]
+
+
+async def _reporting(body: Callable[[], Awaitable[int]], streams: LocalStreams) -> int:
+    try:
+        return await body()
+    except BaseException as raised:
+        error = _sole_exception(raised)
+        if isinstance(error, ExecError):
+            report(streams, error)
+            return EXIT_ERROR
+        if isinstance(error, BrokenPipeError):
+            # Whoever read our stdout is gone. Point stdout at /dev/null so that the
+            # interpreter's final flush does not raise again, and exit like a shell reports a
+            # SIGPIPE death.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, streams.stdout.fileno())
+            os.close(devnull)
+            return EXIT_BROKEN_PIPE
+        if error is raised:
+            raise
+        raise error from error.__cause__
+
+
+def _sole_exception(raised: BaseException) -> BaseException:
+    # trio (>= 0.25) wraps what a nursery's body or task raises in an exception group, maybe
+    # several deep; the exit status is decided by the type of the one error inside. A group of
+    # several errors (two tasks failing at once) stays a group: there is no single one to report.
+    error = raised
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return raised if isinstance(error, BaseExceptionGroup) else error
