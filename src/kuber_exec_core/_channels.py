@@ -15,6 +15,7 @@ from ._errors import ExecProtocolError
 from ._subprotocols import Subprotocol
 
 __all__ = [
+    "CLOSE_STDIN_PAYLOAD",
     "MAX_CLIENT_PAYLOAD_BYTES",
     "Channel",
     "Message",
@@ -39,6 +40,11 @@ class Channel(enum.IntEnum):
     RESIZE = 4
     #: v5 only: ``[255, 0]`` closes stdin (protocol.md §6).
     CLOSE = 255
+
+
+#: The payload of v5's stdin close, ``[255, 0]``: "close channel 0". Any other channel-255 message
+#: tears the session down on a real server.
+CLOSE_STDIN_PAYLOAD = bytes((Channel.STDIN,))
 
 
 def encode_message(subprotocol: Subprotocol, channel: int, payload: bytes) -> Message:

@@ -83,7 +83,7 @@ class ExecuteRun:
     """One non-interactive exec: stdin (sent whole, then closed), capped output, the result.
 
     Drive it like a session: ``stdin_messages()`` once after connecting, then feed received
-    messages until ``next_outcome()`` returns an :class:`ExecResult` (or raises).
+    messages until ``next_event()`` returns an :class:`ExecResult` (or raises).
     """
 
     def __init__(
@@ -122,7 +122,7 @@ class ExecuteRun:
         """The transport ended (``clean``: a Close frame arrived; ``reason``: why, if known)."""
         self.session.connection_closed(clean=clean, reason=reason)
 
-    def next_outcome(self) -> ExecResult | Literal[SessionSignal.NEED_DATA]:
+    def next_event(self) -> ExecResult | Literal[SessionSignal.NEED_DATA]:
         """``NEED_DATA`` or the result.
 
         Raises:
@@ -135,12 +135,12 @@ class ExecuteRun:
         if self._failure is not None:
             raise self._failure
         try:
-            return self._next_outcome()
+            return self._next_event()
         except ExecError as error:
             self._failure = error
             raise
 
-    def _next_outcome(self) -> ExecResult | Literal[SessionSignal.NEED_DATA]:
+    def _next_event(self) -> ExecResult | Literal[SessionSignal.NEED_DATA]:
         while True:
             event = self.session.next_event()
             if event is NEED_DATA:

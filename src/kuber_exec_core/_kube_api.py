@@ -71,9 +71,9 @@ class ApiResponse:
 
 
 class ApiPlan(Protocol[T_co]):
-    """A REST plan: ``next_request()`` until it returns ``None``, then ``result()``."""
+    """A REST plan: ``next_event()`` until it returns ``None``, then ``result()``."""
 
-    def next_request(self) -> ApiGet | None: ...
+    def next_event(self) -> ApiGet | None: ...
 
     def response_received(self, response: ApiResponse) -> None: ...
 
@@ -108,7 +108,7 @@ class _SingleGet(Generic[T]):
         self._result: T | None = None
         self._done = False
 
-    def next_request(self) -> ApiGet | None:
+    def next_event(self) -> ApiGet | None:
         return self._request
 
     def response_received(self, response: ApiResponse) -> None:
@@ -174,7 +174,7 @@ class PodListing:
             f"/replicasets/{_segment(name)}"
         )
 
-    def next_request(self) -> ApiGet | None:
+    def next_event(self) -> ApiGet | None:
         return self._current
 
     def response_received(self, response: ApiResponse) -> None:

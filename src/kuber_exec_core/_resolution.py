@@ -5,7 +5,7 @@ the Deployment's selector, and ends with a :class:`ResolvedTarget` or the seed's
 
     plan = TargetResolution(request, limits)
     while True:
-        match plan.next_step():
+        match plan.next_event():
             case FetchDeployment(namespace=ns, name=name):
                 plan.deployment_received(await backend.get_deployment(ns, name))
             case FetchPods(namespace=ns, selector=selector):
@@ -75,7 +75,7 @@ class TargetResolution:
         self._container = ""
         self._target: ResolvedTarget | None = None
 
-    def next_step(self) -> ResolutionStep:
+    def next_event(self) -> ResolutionStep:
         """What the driver must do next."""
         request = self._request
         match self._stage:

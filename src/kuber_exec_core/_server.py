@@ -12,8 +12,9 @@ import json
 
 import attrs
 
-from ._channels import Channel, Message, decode_message, encode_message
+from ._channels import CLOSE_STDIN_PAYLOAD, Channel, Message, decode_message, encode_message
 from ._errors import ExecProtocolError
+from ._state import MAX_TERMINAL_DIMENSION
 from ._subprotocols import Subprotocol
 
 __all__ = [
@@ -101,7 +102,7 @@ class ServerChannel:
         if channel == Channel.RESIZE:
             return _resize(payload)
         if channel == Channel.CLOSE and self.subprotocol.can_close_stdin:
-            if payload != bytes((Channel.STDIN,)):
+            if payload != CLOSE_STDIN_PAYLOAD:
                 raise ExecProtocolError("a v5 close message must be exactly [255, 0]")
             return StdinClosed()
         return None
@@ -116,6 +117,10 @@ def _resize(payload: bytes) -> ResizeReceived:
         raise ExecProtocolError("a resize message was not a JSON object")
     width, height = size.get("Width", 0), size.get("Height", 0)
     for value in (width, height):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65_535:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not 0 <= value <= MAX_TERMINAL_DIMENSION
+        ):
             raise ExecProtocolError("a resize message had a size outside uint16")
     return ResizeReceived(width, height)

@@ -15,10 +15,27 @@ import json
 from collections import deque
 from typing import Literal
 
-from ._channels import MAX_CLIENT_PAYLOAD_BYTES, Channel, Message, decode_message, encode_message
+from ._channels import (
+    CLOSE_STDIN_PAYLOAD,
+    MAX_CLIENT_PAYLOAD_BYTES,
+    Channel,
+    Message,
+    decode_message,
+    encode_message,
+)
 from ._errors import ExecError, ExecErrorCode, ExecProtocolError
 from ._frames import ClientFrame, Close, Error, Exit, Resize, ServerFrame, Stderr, Stdin, Stdout
-from ._state import REFUSALS, TRANSITIONS, SessionInput, SessionState
+from ._state import (
+    GUARD_REFUSALS,
+    GUARDS,
+    MAX_TERMINAL_DIMENSION,
+    REFUSALS,
+    TERMINAL_STATES,
+    TRANSITIONS,
+    Guard,
+    SessionInput,
+    SessionState,
+)
 from ._status import parse_status
 from ._subprotocols import Subprotocol
 
@@ -37,12 +54,9 @@ class SessionSignal(enum.Enum):
 NEED_DATA: Literal[SessionSignal.NEED_DATA] = SessionSignal.NEED_DATA
 SESSION_ENDED: Literal[SessionSignal.SESSION_ENDED] = SessionSignal.SESSION_ENDED
 
-_MAX_DIMENSION = 65_535
-_V5_CLOSE_STDIN = bytes((Channel.STDIN,))  # payload of [255, 0]: "close channel 0"
-
 
 def chunk_stdin(subprotocol: Subprotocol, data: bytes) -> list[Message]:
-    """``data`` as stdin messages of at most 32 KiB payload each (protocol.md §3)."""
+    """``data`` as stdin messages of at most 32 KiB payload each (client-go's buffer size)."""
     view = memoryview(data)
     return [
         encode_message(
@@ -89,13 +103,13 @@ class ExecSession:
 
     @property
     def state(self) -> SessionState:
-        """The current state (see :mod:`kuber_exec_core._state`)."""
+        """The current state (see :mod:`kuber_exec_core.state`)."""
         return self._state
 
     @property
     def is_finished(self) -> bool:
         """Whether nothing more will be yielded (ENDED or CLOSED)."""
-        return self._state in (SessionState.ENDED, SessionState.CLOSED)
+        return self._state in TERMINAL_STATES
 
     # -- received side -------------------------------------------------------------------------
 
@@ -169,60 +183,66 @@ class ExecSession:
     def send(self, frame: ClientFrame) -> list[Message]:
         """Validate ``frame`` and return the messages that carry it (possibly none).
 
+        The state table decides: the frame's input must be allowed in the current state
+        (:data:`~kuber_exec_core.state.REFUSALS`), then pass its
+        :data:`~kuber_exec_core.state.GUARDS` in order.
+
         Raises:
             ExecError: ``EXEC_ABORTED`` after the end or a close; ``EXEC_INVALID`` for a frame
                 this session cannot carry (stdin after EOF or not requested, EOF on a
                 subprotocol older than v5, resize without a TTY or out of range, a stdin
                 payload over the limit, an unknown frame). Nothing was sent in that case.
         """
-        if isinstance(frame, Stdin):
-            return self._send_stdin(frame)
-        if isinstance(frame, Resize):
-            return self._send_resize(frame)
-        if isinstance(frame, Close):
-            self._apply(SessionInput.SEND_CLOSE)
-            self._pending.clear()
-            return []
-        if self.is_finished:
-            # The seed's send() checks "aborted" before it looks at the frame's type.
-            raise ExecError(ExecErrorCode.ABORTED, "Exec request was aborted")
-        raise ExecError(ExecErrorCode.INVALID, "Unknown interactive exec frame")
-
-    def _send_stdin(self, frame: Stdin) -> list[Message]:
-        action = SessionInput.SEND_STDIN_EOF if frame.eof else SessionInput.SEND_STDIN
-        self._check(SessionInput.SEND_STDIN)
+        action = _client_input(frame)
         self._check(action)
-        if not self.stdin:
-            raise ExecError(ExecErrorCode.INVALID, "stdin was not requested for this session")
-        limit = self.max_stdin_frame_bytes
-        if limit is not None and len(frame.data) > limit:
-            raise ExecError(ExecErrorCode.INVALID, f"stdin frame exceeds {limit} bytes")
-        if frame.eof and not self.subprotocol.can_close_stdin:
-            raise ExecError(
-                ExecErrorCode.INVALID,
-                f"Closing stdin needs the {Subprotocol.V5.value} subprotocol; the server "
-                f"negotiated {self.subprotocol.value}, which cannot signal end of input",
-            )
-        messages = chunk_stdin(self.subprotocol, frame.data)
-        if frame.eof:
-            messages.append(encode_message(self.subprotocol, Channel.CLOSE, _V5_CLOSE_STDIN))
+        for guard in GUARDS.get(action, ()):
+            if not self._passes(guard, frame):
+                code, message = GUARD_REFUSALS[guard]
+                raise ExecError(
+                    code,
+                    message.format(
+                        limit=self.max_stdin_frame_bytes,
+                        subprotocol=self.subprotocol.value,
+                        v5=Subprotocol.V5.value,
+                    ),
+                )
+        messages = self._encode(frame)
         self._apply(action)
+        if action is SessionInput.SEND_CLOSE:
+            self._pending.clear()
         return messages
 
-    def _send_resize(self, frame: Resize) -> list[Message]:
-        self._check(SessionInput.SEND_RESIZE)
-        if not self.tty:
-            raise ExecError(ExecErrorCode.INVALID, "Resize needs a TTY session")
-        if not all(
-            isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= _MAX_DIMENSION
-            for value in (frame.columns, frame.rows)
-        ):
-            raise ExecError(
-                ExecErrorCode.INVALID, "Terminal dimensions must be integers between 1 and 65535"
-            )
-        payload = json.dumps({"Width": frame.columns, "Height": frame.rows}).encode("ascii")
-        self._apply(SessionInput.SEND_RESIZE)
-        return [encode_message(self.subprotocol, Channel.RESIZE, payload)]
+    def _passes(self, guard: Guard, frame: ClientFrame) -> bool:
+        match guard:
+            case Guard.STDIN_REQUESTED:
+                return self.stdin
+            case Guard.STDIN_WITHIN_FRAME_LIMIT:
+                limit = self.max_stdin_frame_bytes
+                return limit is None or (isinstance(frame, Stdin) and len(frame.data) <= limit)
+            case Guard.EOF_NEEDS_V5:
+                return self.subprotocol.can_close_stdin
+            case Guard.RESIZE_NEEDS_TTY:
+                return self.tty
+            case Guard.DIMENSIONS_IN_RANGE:
+                return isinstance(frame, Resize) and all(
+                    isinstance(value, int)
+                    and not isinstance(value, bool)
+                    and 1 <= value <= MAX_TERMINAL_DIMENSION
+                    for value in (frame.columns, frame.rows)
+                )
+
+    def _encode(self, frame: ClientFrame) -> list[Message]:
+        if isinstance(frame, Stdin):
+            messages = chunk_stdin(self.subprotocol, frame.data)
+            if frame.eof:
+                messages.append(
+                    encode_message(self.subprotocol, Channel.CLOSE, CLOSE_STDIN_PAYLOAD)
+                )
+            return messages
+        if isinstance(frame, Resize):
+            payload = json.dumps({"Width": frame.columns, "Height": frame.rows}).encode("ascii")
+            return [encode_message(self.subprotocol, Channel.RESIZE, payload)]
+        return []  # Close: nothing on the wire; the transport's own close follows.
 
     # -- the table -----------------------------------------------------------------------------
 
@@ -237,9 +257,19 @@ class ExecSession:
             self._state = TRANSITIONS[key]
             return
         self._check(event)
-        # Unreachable by construction (see _state); fail closed rather than carry on.
+        # Unreachable by construction (see the state module); fail closed rather than carry on.
         self._state = SessionState.ENDED
         raise ExecProtocolError(f"{event.value} is not allowed in state {key[0].value}")
+
+
+def _client_input(frame: object) -> SessionInput:
+    if isinstance(frame, Stdin):
+        return SessionInput.SEND_STDIN_EOF if frame.eof else SessionInput.SEND_STDIN
+    if isinstance(frame, Resize):
+        return SessionInput.SEND_RESIZE
+    if isinstance(frame, Close):
+        return SessionInput.SEND_CLOSE
+    return SessionInput.SEND_UNKNOWN
 
 
 def _received_input(frame: ServerFrame) -> SessionInput:

@@ -10,6 +10,12 @@ output (``Stdout``/``Stderr``) and at most one terminal frame (``Exit`` or ``Err
 Every (state, input) pair is either in :data:`TRANSITIONS` or in :data:`REFUSALS` (the client's
 mistake: raised as ``ExecError``, the state is kept), except received inputs in ENDED and CLOSED,
 which cannot occur: the session discards what arrives after its end before it is decoded.
+
+A client action that the state allows must then pass its :data:`GUARDS`, in order: conditions on
+the session's facts (was stdin requested, is there a TTY, did the server negotiate v5) and on the
+frame (its size, its dimensions). A failed guard raises its :data:`GUARD_REFUSALS` entry and keeps
+the state. ``ExecSession`` only evaluates the predicates; which guards apply, in which order, and
+what each failure says, is all here.
 """
 
 from __future__ import annotations
@@ -20,7 +26,18 @@ from types import MappingProxyType
 
 from ._errors import ExecErrorCode
 
-__all__ = ["REFUSALS", "TRANSITIONS", "SessionInput", "SessionState", "state_diagram"]
+__all__ = [
+    "GUARDS",
+    "GUARD_REFUSALS",
+    "MAX_TERMINAL_DIMENSION",
+    "REFUSALS",
+    "TERMINAL_STATES",
+    "TRANSITIONS",
+    "Guard",
+    "SessionInput",
+    "SessionState",
+    "state_diagram",
+]
 
 
 class SessionState(enum.Enum):
@@ -43,6 +60,8 @@ class SessionInput(enum.Enum):
     SEND_STDIN_EOF = "send-stdin-eof"
     SEND_RESIZE = "send-resize"
     SEND_CLOSE = "send-close"
+    #: A frame of a type the session does not know (refused in every state).
+    SEND_UNKNOWN = "send-unknown"
     OUTPUT_RECEIVED = "output-received"
     EXIT_RECEIVED = "exit-received"
     FAILURE_RECEIVED = "failure-received"
@@ -55,6 +74,12 @@ class SessionInput(enum.Enum):
 
 _S = SessionState
 _I = SessionInput
+
+#: States after which nothing more is yielded and every client action but close is refused.
+TERMINAL_STATES: frozenset[SessionState] = frozenset({_S.ENDED, _S.CLOSED})
+
+#: Terminal dimensions are uint16 on the wire (the resize JSON's Width/Height); 0 is no size.
+MAX_TERMINAL_DIMENSION = 65_535
 
 #: The whole machine. Anything not here is refused (REFUSALS) or cannot happen.
 TRANSITIONS: Mapping[tuple[SessionState, SessionInput], SessionState] = MappingProxyType(
@@ -79,17 +104,73 @@ TRANSITIONS: Mapping[tuple[SessionState, SessionInput], SessionState] = MappingP
 
 _ABORTED = (ExecErrorCode.ABORTED, "Exec request was aborted")
 _STDIN_CLOSED = (ExecErrorCode.INVALID, "stdin is already closed")
+_UNKNOWN = (ExecErrorCode.INVALID, "Unknown interactive exec frame")
 
 #: Client actions a state refuses, with the error raised (the seed's message for aborted use).
 REFUSALS: Mapping[tuple[SessionState, SessionInput], tuple[ExecErrorCode, str]] = MappingProxyType(
     {
         (_S.STDIN_CLOSED, _I.SEND_STDIN): _STDIN_CLOSED,
         (_S.STDIN_CLOSED, _I.SEND_STDIN_EOF): _STDIN_CLOSED,
+        (_S.OPEN, _I.SEND_UNKNOWN): _UNKNOWN,
+        (_S.STDIN_CLOSED, _I.SEND_UNKNOWN): _UNKNOWN,
+        # The seed's send() checks "aborted" before it looks at the frame's type.
         **{
             (state, action): _ABORTED
-            for state in (_S.ENDED, _S.CLOSED)
-            for action in (_I.SEND_STDIN, _I.SEND_STDIN_EOF, _I.SEND_RESIZE)
+            for state in TERMINAL_STATES
+            for action in (_I.SEND_STDIN, _I.SEND_STDIN_EOF, _I.SEND_RESIZE, _I.SEND_UNKNOWN)
         },
+    }
+)
+
+
+class Guard(enum.Enum):
+    """A condition on the session or the frame that a client action must meet."""
+
+    #: The session was opened with a stdin stream.
+    STDIN_REQUESTED = "stdin-requested"
+    #: The ``Stdin`` payload is within the service's ``max_stdin_frame_bytes`` (if any).
+    STDIN_WITHIN_FRAME_LIMIT = "stdin-within-frame-limit"
+    #: Only ``v5.channel.k8s.io`` can close stdin (its ``[255, 0]`` message); v4 and older
+    #: cannot signal end of input at all, and a silent no-op would hang the caller.
+    EOF_NEEDS_V5 = "eof-needs-v5"
+    #: Resizing a non-TTY session can stall the server's receive loop: refuse it here.
+    RESIZE_NEEDS_TTY = "resize-needs-tty"
+    #: Each dimension is an ``int`` from 1 to :data:`MAX_TERMINAL_DIMENSION`.
+    DIMENSIONS_IN_RANGE = "dimensions-in-range"
+
+
+#: The guards each client action must pass, in this order, once its state allows it.
+GUARDS: Mapping[SessionInput, tuple[Guard, ...]] = MappingProxyType(
+    {
+        _I.SEND_STDIN: (Guard.STDIN_REQUESTED, Guard.STDIN_WITHIN_FRAME_LIMIT),
+        _I.SEND_STDIN_EOF: (
+            Guard.STDIN_REQUESTED,
+            Guard.STDIN_WITHIN_FRAME_LIMIT,
+            Guard.EOF_NEEDS_V5,
+        ),
+        _I.SEND_RESIZE: (Guard.RESIZE_NEEDS_TTY, Guard.DIMENSIONS_IN_RANGE),
+    }
+)
+
+#: What a failed guard raises. ``{limit}`` is the stdin frame limit, ``{subprotocol}`` the
+#: negotiated subprotocol and ``{v5}`` the one that can close stdin.
+GUARD_REFUSALS: Mapping[Guard, tuple[ExecErrorCode, str]] = MappingProxyType(
+    {
+        Guard.STDIN_REQUESTED: (ExecErrorCode.INVALID, "stdin was not requested for this session"),
+        Guard.STDIN_WITHIN_FRAME_LIMIT: (
+            ExecErrorCode.INVALID,
+            "stdin frame exceeds {limit} bytes",
+        ),
+        Guard.EOF_NEEDS_V5: (
+            ExecErrorCode.INVALID,
+            "Closing stdin needs the {v5} subprotocol; the server negotiated {subprotocol}, "
+            "which cannot signal end of input",
+        ),
+        Guard.RESIZE_NEEDS_TTY: (ExecErrorCode.INVALID, "Resize needs a TTY session"),
+        Guard.DIMENSIONS_IN_RANGE: (
+            ExecErrorCode.INVALID,
+            f"Terminal dimensions must be integers between 1 and {MAX_TERMINAL_DIMENSION}",
+        ),
     }
 )
 
@@ -99,6 +180,6 @@ def state_diagram() -> str:
     lines = ["stateDiagram-v2", f"    [*] --> {SessionState.OPEN.name}"]
     for (state, event), target in TRANSITIONS.items():
         lines.append(f"    {state.name} --> {target.name}: {event.value}")
-    for state in (SessionState.ENDED, SessionState.CLOSED):
+    for state in (state for state in SessionState if state in TERMINAL_STATES):
         lines.append(f"    {state.name} --> [*]")
     return "\n".join(lines) + "\n"

@@ -18,9 +18,8 @@ from collections.abc import Mapping
 
 import trio
 
-from kuber_exec_core import (
-    Channel,
-    ExecProtocolError,
+from kuber_exec_core.channels import Channel, ExecProtocolError
+from kuber_exec_core.server import (
     ResizeReceived,
     ServerChannel,
     StdinClosed,

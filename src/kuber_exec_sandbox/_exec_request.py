@@ -20,15 +20,9 @@ from collections.abc import Sequence
 
 import attrs
 
-from kuber_exec_core import (
-    ExecError,
-    ExecStreams,
-    Subprotocol,
-    choose_subprotocol,
-    parse_exec_query,
-    server_subprotocols,
-    status_failure,
-)
+from kuber_exec_core import ExecError, ExecStreams, Subprotocol
+from kuber_exec_core.channels import choose_subprotocol
+from kuber_exec_core.server import parse_exec_query, server_subprotocols, status_failure
 
 from ._cluster import Cluster, PodObject
 from ._rest import RestResponse, status_response

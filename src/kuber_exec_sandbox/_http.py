@@ -22,7 +22,7 @@ import h11
 import trio
 from wsproto.utilities import generate_accept_token
 
-from kuber_exec_core import parse_subprotocol_header
+from kuber_exec_core.channels import parse_subprotocol_header
 
 from ._cluster import Cluster
 from ._exec_request import ExecPlan, plan_exec

@@ -19,7 +19,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import trio
 
-from kuber_exec_core import Channel, ExecStreams
+from kuber_exec_core import ExecStreams
+from kuber_exec_core.channels import Channel
 
 __all__ = ["ChildProcess", "ProcessRegistry", "spawn"]
 

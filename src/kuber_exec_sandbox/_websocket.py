@@ -27,7 +27,7 @@ from wsproto.events import (
 )
 from wsproto.frame_protocol import CloseReason
 
-from kuber_exec_core import MAX_CLIENT_FRAME_BYTES
+from kuber_exec_core.server import MAX_CLIENT_FRAME_BYTES
 
 __all__ = ["ClientGone", "FrameTooLarge", "WebSocket"]
 

@@ -7,13 +7,7 @@ from typing import Any
 
 import pytest
 
-from kuber_exec_core import (
-    ExecError,
-    ExecErrorCode,
-    ExecOutputLimitError,
-    ExecRequest,
-    Workspace,
-)
+from kuber_exec_core import ExecError, ExecErrorCode, ExecOutputLimitError, ExecRequest, Workspace
 
 from .conftest import backend_for
 

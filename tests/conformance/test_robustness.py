@@ -12,14 +12,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from kuber_exec_core import (
-    Error,
-    ExecErrorCode,
-    ExecRequest,
-    Stdin,
-    Stdout,
-    Workspace,
-)
+from kuber_exec_core import Error, ExecErrorCode, ExecRequest, Stdin, Stdout, Workspace
 from kuber_exec_sandbox import demo_cluster, run_sandbox_in_thread
 
 from .conftest import backend_for

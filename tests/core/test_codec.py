@@ -12,42 +12,46 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kuber_exec_core import (
-    ALL_SUBPROTOCOLS,
     DEFAULT_SUBPROTOCOLS,
-    MAX_CLIENT_PAYLOAD_BYTES,
     NEED_DATA,
     SESSION_ENDED,
-    Channel,
     Error,
     ExecError,
     ExecErrorCode,
-    ExecProtocolError,
     ExecSession,
     ExecStreams,
     Exit,
     Resize,
-    ResizeReceived,
     ResolvedTarget,
-    ServerChannel,
     Stderr,
     Stdin,
-    StdinClosed,
-    StdinReceived,
     Stdout,
     Subprotocol,
+)
+from kuber_exec_core import testing as kt
+from kuber_exec_core.channels import (
+    ALL_SUBPROTOCOLS,
+    MAX_CLIENT_PAYLOAD_BYTES,
+    Channel,
+    ExecProtocolError,
     accept_subprotocol,
     choose_subprotocol,
     chunk_stdin,
     decode_message,
     encode_message,
-    exec_path,
     parse_status,
     parse_subprotocol_header,
+)
+from kuber_exec_core.kube import exec_path
+from kuber_exec_core.server import (
+    ResizeReceived,
+    ServerChannel,
+    StdinClosed,
+    StdinReceived,
     status_exit_code,
     status_failure,
     status_success,
 )
-from kuber_exec_core import testing as kt
 
 BINARY = [Subprotocol.V5, Subprotocol.V4, Subprotocol.LEGACY]
 BASE64 = [Subprotocol.V4_BASE64, Subprotocol.BASE64]

@@ -9,21 +9,19 @@ from hypothesis import strategies as st
 
 from kuber_exec_core import (
     NEED_DATA,
-    Channel,
     ExecError,
     ExecErrorCode,
     ExecOutputLimitError,
     ExecResult,
     ExecuteRun,
-    OutputBuffer,
     ResolvedTarget,
     StreamName,
     Subprotocol,
-    status_exit_code,
-    status_failure,
-    status_success,
 )
 from kuber_exec_core import testing as kt
+from kuber_exec_core._execute import OutputBuffer
+from kuber_exec_core.channels import Channel
+from kuber_exec_core.server import status_exit_code, status_failure, status_success
 
 TARGET = ResolvedTarget(
     namespace="ns", deployment="web", deployment_uid="d", pod="web-1", pod_uid="p", container="app"
@@ -112,11 +110,11 @@ def test_output_buffer_property(chunks: list[bytes], cap: int, stream: StreamNam
 def test_result() -> None:
     execute = run()
     assert execute.stdin_messages() == []
-    assert execute.next_outcome() is NEED_DATA
+    assert execute.next_event() is NEED_DATA
     feed(execute, out(b""), out(b"hello "), err(b"warn\xff"), out(b"world"))
-    assert execute.next_outcome() is NEED_DATA
+    assert execute.next_event() is NEED_DATA
     feed(execute, status(status_exit_code(3, "exit 3")))
-    result = execute.next_outcome()
+    result = execute.next_event()
     assert isinstance(result, ExecResult)
     assert result.target == TARGET
     assert (result.exit_code, result.reason, result.message) == (3, "NonZeroExitCode", "exit 3")
@@ -130,10 +128,10 @@ def test_result() -> None:
 def test_limit_error_at_the_first_excess_byte() -> None:
     execute = run(stdout_cap=5, stderr_cap=1)
     feed(execute, out(b"abc"), err(b"x"), out(b"de"))
-    assert execute.next_outcome() is NEED_DATA  # exactly at the cap: fine
+    assert execute.next_event() is NEED_DATA  # exactly at the cap: fine
     feed(execute, out(b"f"), status(status_success()))
     with pytest.raises(ExecOutputLimitError) as caught:
-        execute.next_outcome()
+        execute.next_event()
     assert (caught.value.stream, caught.value.limit_bytes) == ("stdout", 5)
 
 
@@ -142,16 +140,16 @@ def test_limit_error_is_final() -> None:
     execute = run(stdout_cap=2)
     feed(execute, out(b"abc"), status(status_success()))
     with pytest.raises(ExecOutputLimitError):
-        execute.next_outcome()
+        execute.next_event()
     with pytest.raises(ExecOutputLimitError):
-        execute.next_outcome()
+        execute.next_event()
 
 
 def test_stderr_limit() -> None:
     execute = run(stderr_cap=3)
     feed(execute, err(b"1234"))
     with pytest.raises(ExecOutputLimitError) as caught:
-        execute.next_outcome()
+        execute.next_event()
     assert caught.value.message == "stderr exceeded the 3 byte output limit"
 
 
@@ -159,7 +157,7 @@ def test_failure_status_raises() -> None:
     execute = run(Subprotocol.V4)
     feed(execute, status(status_failure("boom"), Subprotocol.V4))
     with pytest.raises(ExecError) as caught:
-        execute.next_outcome()
+        execute.next_event()
     assert (caught.value.code, caught.value.message) == (
         ExecErrorCode.FAILED,
         "Internal error occurred: boom",
@@ -171,7 +169,7 @@ def test_no_status_raises_unknown() -> None:
     feed(execute, out(b"partial", Subprotocol.V4))
     execute.connection_closed(clean=True, reason="going away")
     with pytest.raises(ExecError) as caught:
-        execute.next_outcome()
+        execute.next_event()
     assert caught.value.code is ExecErrorCode.FAILED
     assert caught.value.message == (
         "exit status unknown: the connection closed before the exec status arrived (going away)"
@@ -189,7 +187,7 @@ def test_stdin_is_sent_whole_then_closed() -> None:
         execute.stdin_messages()
     assert caught.value.message == "stdin is already closed"
     feed(execute, status(status_success()))
-    result = execute.next_outcome()
+    result = execute.next_event()
     assert isinstance(result, ExecResult)
     assert result.ok
 
@@ -242,11 +240,11 @@ def test_cap_accounting(
         execute.connection_closed(clean=False)
     if expected_limit is not None:
         with pytest.raises(ExecOutputLimitError) as caught:
-            execute.next_outcome()
+            execute.next_event()
         assert (caught.value.stream, caught.value.limit_bytes) == expected_limit
         return
     if ending == "exit":
-        result = execute.next_outcome()
+        result = execute.next_event()
         assert isinstance(result, ExecResult)
         assert result.exit_code == (7 if structured else 0)
         assert result.stdout == b"".join(d for c, d in output if c == 1)
@@ -255,5 +253,5 @@ def test_cap_accounting(
         assert len(result.stderr) <= stderr_cap
         return
     with pytest.raises(ExecError) as failure:
-        execute.next_outcome()
+        execute.next_event()
     assert failure.value.code is ExecErrorCode.FAILED

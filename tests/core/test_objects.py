@@ -11,14 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kuber_exec_core import (
+from kuber_exec_core import ExecError, ExecErrorCode, LabelSelector, PodContainer
+from kuber_exec_core import testing as kt
+from kuber_exec_core.kube import (
     ApiGet,
     ApiResponse,
     DeploymentLookup,
-    ExecError,
-    ExecErrorCode,
-    LabelSelector,
-    PodContainer,
     PodListing,
     Requirement,
     SelectorOperator,
@@ -31,7 +29,6 @@ from kuber_exec_core import (
     parse_replica_set,
     resolve_pod_owners,
 )
-from kuber_exec_core import testing as kt
 
 # -- label selectors ------------------------------------------------------------------------------
 
@@ -404,12 +401,12 @@ def status_body(message: str, code: int) -> bytes:
 
 def test_deployment_lookup() -> None:
     plan = DeploymentLookup("team-a", "web")
-    get = plan.next_request()
+    get = plan.next_event()
     assert get == ApiGet(path="/apis/apps/v1/namespaces/team-a/deployments/web")
     with pytest.raises(ExecError, match="has not finished"):
         plan.result()
     plan.response_received(ok({"metadata": {"name": "web", "uid": "u"}}))
-    assert plan.next_request() is None
+    assert plan.next_event() is None
     result = plan.result()
     assert result is not None
     assert result.uid == "u"
@@ -436,7 +433,7 @@ def test_deployment_lookup_error_quotes_the_status() -> None:
 
 
 def test_plan_paths_cannot_be_injected() -> None:
-    get = DeploymentLookup("a/b", "c?d#e").next_request()
+    get = DeploymentLookup("a/b", "c?d#e").next_event()
     assert get is not None
     assert get.path == "/apis/apps/v1/namespaces/a%2Fb/deployments/c%3Fd%23e"
 
@@ -480,14 +477,14 @@ def pod_json(
 def test_pod_listing_pages_then_reads_replica_sets() -> None:
     selector = LabelSelector.from_labels({"app": "web", "tier": "a"})
     plan = PodListing("ns", selector)
-    first = plan.next_request()
+    first = plan.next_event()
     assert first == ApiGet(
         path="/api/v1/namespaces/ns/pods",
         query=(("labelSelector", "app=web,tier=a"), ("limit", "500")),
     )
     assert first.target == "/api/v1/namespaces/ns/pods?labelSelector=app%3Dweb%2Ctier%3Da&limit=500"
     plan.response_received(ok({"items": [pod_json("p1", "rs-b")], "metadata": {"continue": "c1"}}))
-    second = plan.next_request()
+    second = plan.next_event()
     assert second is not None
     assert dict(second.query)["continue"] == "c1"
     plan.response_received(
@@ -507,7 +504,7 @@ def test_pod_listing_pages_then_reads_replica_sets() -> None:
     )
     # Each ReplicaSet named by a running live pod, once, in name order; not the others'.
     paths = []
-    while (get := plan.next_request()) is not None:
+    while (get := plan.next_event()) is not None:
         paths.append(get.path)
         name = get.path.rsplit("/", 1)[1]
         if name == "rs-gone":
@@ -583,7 +580,7 @@ def test_plans_turn_any_answer_into_a_result_or_exec_failed(body: bytes, status:
     for plan in plans:
         try:
             for _ in range(5):
-                if plan.next_request() is None:
+                if plan.next_event() is None:
                     break
                 plan.response_received(ApiResponse(status=status, body=body))
         except ExecError as error:

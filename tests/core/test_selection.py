@@ -15,9 +15,7 @@ from kuber_exec_core import (
     EXEC_MANAGED_BY_LABEL,
     EXEC_MANAGED_BY_VALUE,
     EXEC_WORKSPACE_UID_LABEL,
-    ApiGet,
     Deployment,
-    DeploymentLookup,
     ExecError,
     ExecErrorCode,
     ExecLimits,
@@ -27,16 +25,20 @@ from kuber_exec_core import (
     LabelSelector,
     Pod,
     PodContainer,
-    PodListing,
     ResolvedTarget,
     TargetResolution,
     TargetResolved,
     Workspace,
+)
+from kuber_exec_core import testing as kt
+from kuber_exec_core.kube import (
+    ApiGet,
+    DeploymentLookup,
+    PodListing,
     check_deployment,
     choose_pod,
     rank_pods,
 )
-from kuber_exec_core import testing as kt
 
 WS = Workspace(project="team-a", uid="ws-uid")
 REQ = ExecRequest(workspace=WS, deployment="web", command=("true",))
@@ -257,18 +259,18 @@ def resolve(scenario: kt.DeploymentScenario) -> tuple[ResolvedTarget, list[ApiGe
     gets: list[ApiGet] = []
     plan = TargetResolution(scenario.request, ExecLimits())
     while True:
-        step = plan.next_step()
+        step = plan.next_event()
         match step:
             case FetchDeployment(namespace=ns, name=name):
                 assert (ns, name) == (scenario.namespace, scenario.request.deployment)
                 lookup = DeploymentLookup(ns, name)
-                while (get := lookup.next_request()) is not None:
+                while (get := lookup.next_event()) is not None:
                     gets.append(get)
                     lookup.response_received(scenario.respond(get))
                 plan.deployment_received(lookup.result())
             case FetchPods(namespace=ns, selector=selector):
                 listing = PodListing(ns, selector)
-                while (get := listing.next_request()) is not None:
+                while (get := listing.next_event()) is not None:
                     gets.append(get)
                     listing.response_received(scenario.respond(get))
                 plan.pods_received(listing.result())
@@ -352,16 +354,16 @@ def test_resolution_validates_before_any_step() -> None:
 
 def test_resolution_steps_in_order() -> None:
     plan = TargetResolution(REQ, ExecLimits())
-    assert plan.next_step() == FetchDeployment(namespace="team-a", name="web")
-    assert plan.next_step() == FetchDeployment(namespace="team-a", name="web")  # idempotent
+    assert plan.next_event() == FetchDeployment(namespace="team-a", name="web")
+    assert plan.next_event() == FetchDeployment(namespace="team-a", name="web")  # idempotent
     with pytest.raises(ExecError, match="out of order"):
         plan.pods_received([])
     plan.deployment_received(deployment())
-    assert plan.next_step() == FetchPods(namespace="team-a", selector=SELECTOR)
+    assert plan.next_event() == FetchPods(namespace="team-a", selector=SELECTOR)
     with pytest.raises(ExecError, match="out of order"):
         plan.deployment_received(deployment())
     plan.pods_received([pod("a")])
-    step = plan.next_step()
+    step = plan.next_event()
     assert isinstance(step, TargetResolved)
     assert step.target.pod == "a"
     with pytest.raises(ExecError, match="out of order"):
@@ -374,14 +376,14 @@ def test_resolution_deployment_error_stops_the_plan() -> None:
         plan.deployment_received(deployment(labels={}))
     assert caught.value.code is ExecErrorCode.TARGET_FORBIDDEN
     # It never asks for pods of a Deployment it refused.
-    assert isinstance(plan.next_step(), FetchDeployment)
+    assert isinstance(plan.next_event(), FetchDeployment)
 
 
 def test_resolution_uses_the_named_container() -> None:
     plan = TargetResolution(attrs.evolve(REQ, container="sidecar"), ExecLimits())
     plan.deployment_received(deployment())
     plan.pods_received([pod("a", containers=[("app", True, True), ("sidecar", True, True)])])
-    step = plan.next_step()
+    step = plan.next_event()
     assert isinstance(step, TargetResolved)
     assert step.target.container == "sidecar"
 

@@ -11,9 +11,7 @@ from hypothesis import strategies as st
 
 from kuber_exec_core import (
     NEED_DATA,
-    REFUSALS,
     SESSION_ENDED,
-    TRANSITIONS,
     ClientFrame,
     Close,
     Error,
@@ -23,18 +21,15 @@ from kuber_exec_core import (
     Exit,
     Resize,
     ServerFrame,
-    SessionInput,
-    SessionSignal,
-    SessionState,
     Stderr,
     Stdin,
     Stdout,
     Subprotocol,
-    decode_message,
-    status_exit_code,
-    status_success,
 )
 from kuber_exec_core import testing as kt
+from kuber_exec_core.channels import decode_message
+from kuber_exec_core.server import status_exit_code, status_success
+from kuber_exec_core.state import REFUSALS, TRANSITIONS, SessionInput, SessionSignal, SessionState
 
 ABORTED = (ExecErrorCode.ABORTED, "Exec request was aborted")
 V5 = Subprotocol.V5

@@ -23,14 +23,14 @@ from kuber_exec_core import (
     Exit,
     Resize,
     ServerFrame,
-    SessionState,
     Stderr,
     Stdin,
     Stdout,
     Subprotocol,
-    decode_message,
 )
 from kuber_exec_core import testing as kt
+from kuber_exec_core.channels import decode_message
+from kuber_exec_core.state import SessionState
 
 STRUCTURED = {Subprotocol.V5, Subprotocol.V4, Subprotocol.V4_BASE64}
 

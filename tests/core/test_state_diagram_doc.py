@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kuber_exec_core import TRANSITIONS, state_diagram
+from kuber_exec_core.state import TRANSITIONS, state_diagram
 
 PAGE = Path(__file__).parents[2] / "docs" / "state-machine.md"
 

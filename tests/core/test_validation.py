@@ -16,12 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuber_exec_core import (
-    DEFAULT_INTERACTIVE_QUEUE_CAPACITY,
-    DEFAULT_MAX_ARGUMENT_BYTES,
-    DEFAULT_MAX_COMMAND_ARGUMENTS,
-    DEFAULT_MAX_COMMAND_BYTES,
-    DEFAULT_MAX_STDIN_FRAME_BYTES,
-    DEFAULT_OUTPUT_CAP_BYTES,
     ExecError,
     ExecErrorCode,
     ExecLimits,
@@ -33,6 +27,14 @@ from kuber_exec_core import (
     validate_request,
 )
 from kuber_exec_core import testing as kt
+from kuber_exec_core.limits import (
+    DEFAULT_INTERACTIVE_QUEUE_CAPACITY,
+    DEFAULT_MAX_ARGUMENT_BYTES,
+    DEFAULT_MAX_COMMAND_ARGUMENTS,
+    DEFAULT_MAX_COMMAND_BYTES,
+    DEFAULT_MAX_STDIN_FRAME_BYTES,
+    DEFAULT_OUTPUT_CAP_BYTES,
+)
 
 LIMITS = ExecLimits()
 WS = Workspace(project="team-a", uid="0b6c3c1e-uid")

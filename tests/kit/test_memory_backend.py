@@ -18,16 +18,8 @@ from hypothesis import strategies as st
 
 import kuber_exec_asyncio.testing
 import kuber_exec_trio.testing
-from kuber_exec_core import (
-    ApiGet,
-    ApiResponse,
-    Error,
-    ExecError,
-    ExecResult,
-    Exit,
-    Stdin,
-    Subprotocol,
-)
+from kuber_exec_core import Error, ExecError, ExecResult, Exit, Stdin, Subprotocol
+from kuber_exec_core.kube import ApiGet, ApiResponse
 from kuber_exec_core.testing import (
     DeploymentScenario,
     ServerScript,

@@ -16,12 +16,12 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import anyio.to_thread
 import attrs
 
+from kuber_exec_anyio import ExecConnection
 from kuber_exec_core import (
     EXEC_MANAGED_BY_LABEL,
     EXEC_MANAGED_BY_VALUE,
     EXEC_WORKSPACE_UID_LABEL,
     Deployment,
-    ExecConnection,
     ExecRequest,
     ExecStreams,
     LabelSelector,

@@ -54,10 +54,11 @@ from typing import Any
 import anyio
 import pytest
 
+from kuber_exec_anyio import Backend
+from kuber_exec_anyio._drivers import collect_execute
 from kuber_exec_core import (
     NEED_DATA,
     SESSION_ENDED,
-    Backend,
     Error,
     ExecError,
     ExecErrorCode,
@@ -74,7 +75,6 @@ from kuber_exec_core import (
     Stdin,
     Stdout,
     Subprotocol,
-    collect_execute,
 )
 
 from .cri_runtime import CriRuntime

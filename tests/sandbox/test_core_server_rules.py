@@ -6,12 +6,10 @@ import json
 
 import pytest
 
-from kuber_exec_core import (
-    ExecError,
-    ExecStreams,
+from kuber_exec_core import ExecError, ExecStreams, Subprotocol
+from kuber_exec_core.channels import choose_subprotocol
+from kuber_exec_core.server import (
     ServerChannel,
-    Subprotocol,
-    choose_subprotocol,
     parse_exec_flag,
     parse_exec_query,
     server_subprotocols,

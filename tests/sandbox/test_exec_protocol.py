@@ -9,16 +9,9 @@ from urllib.parse import quote, urlencode
 import pytest
 import trio
 
-from kuber_exec_core import (
-    MAX_CLIENT_FRAME_BYTES,
-    Channel,
-    Error,
-    Exit,
-    Subprotocol,
-    decode_message,
-    encode_message,
-    parse_status,
-)
+from kuber_exec_core import Error, Exit, Subprotocol
+from kuber_exec_core.channels import Channel, decode_message, encode_message, parse_status
+from kuber_exec_core.server import MAX_CLIENT_FRAME_BYTES
 from kuber_exec_sandbox import Sandbox, demo_cluster, serve_sandbox
 
 from .conftest import ready_web_pod

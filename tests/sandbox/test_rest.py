@@ -8,12 +8,11 @@ from typing import Any
 import httpx
 import pytest
 
-from kuber_exec_core import (
+from kuber_exec_core import ExecRequest, Workspace
+from kuber_exec_core.kube import (
     ApiResponse,
     DeploymentLookup,
-    ExecRequest,
     PodListing,
-    Workspace,
     check_deployment,
     choose_pod,
     parse_deployment,
@@ -81,7 +80,7 @@ def test_objects_parse_with_the_core_and_resolve_the_ready_pod(
     sandbox, http = served
     # Drive the core's own REST plans against the sandbox: the JSON must be what they expect.
     lookup = DeploymentLookup("demo", "web")
-    while (request := lookup.next_request()) is not None:
+    while (request := lookup.next_event()) is not None:
         response = http.get(request.target)
         lookup.response_received(ApiResponse(status=response.status_code, body=response.content))
     deployment = lookup.result()
@@ -91,7 +90,7 @@ def test_objects_parse_with_the_core_and_resolve_the_ready_pod(
     )
     container = check_deployment(exec_request, deployment)
     listing = PodListing("demo", deployment.selector)
-    while (request := listing.next_request()) is not None:
+    while (request := listing.next_event()) is not None:
         response = http.get(request.target)
         listing.response_received(ApiResponse(status=response.status_code, body=response.content))
     target = choose_pod(exec_request, deployment, container, listing.result())

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kuber_exec_core import LabelSelector, Requirement, SelectorOperator
+from kuber_exec_core import LabelSelector
+from kuber_exec_core.kube import Requirement, SelectorOperator
 from kuber_exec_sandbox import Cluster, Sandbox, run_sandbox_in_thread
 
 KEYS = ["app", "tier", "kuber.dev/workspace-uid", "x"]

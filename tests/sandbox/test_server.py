@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from kuber_exec_core import Channel, Subprotocol, decode_message
+from kuber_exec_core import Subprotocol
+from kuber_exec_core.channels import Channel, decode_message
 from kuber_exec_sandbox import (
     Cluster,
     NonLoopbackError,

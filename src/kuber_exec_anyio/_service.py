@@ -1,9 +1,9 @@
-"""``ExecService`` on trio: the seed's ``ExecService`` (resolveTarget, execute, openInteractive).
+"""``ExecService``: run a command to completion, or open an interactive session, in a pod.
 
-Every rule comes from ``kuber_exec_core``; this module only awaits the backend and moves bytes.
-Cancellation is trio's: cancelling a call closes its socket and ``Cancelled`` propagates (the
-seed's ``EXEC_ABORTED`` for an aborted signal maps to trio cancellation; ``EXEC_ABORTED`` is what
-using a closed session raises).
+Written once on anyio, so the same code runs under trio and asyncio with their native
+cancellation: cancelling a call (a trio cancel scope, ``task.cancel()``, ``asyncio.timeout``)
+closes its socket and the runtime's own cancellation exception propagates. Every rule comes from
+``kuber_exec_core``; this module only awaits the backend and moves bytes.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import trio
+import anyio
 
 from kuber_exec_core import (
     DEFAULT_SUBPROTOCOLS,
-    Backend,
     ExecLimits,
     ExecRequest,
     ExecResult,
@@ -24,20 +23,19 @@ from kuber_exec_core import (
     ExecStreams,
     ExecuteRun,
     ResolvedTarget,
-    collect_execute,
-    resolve_target,
-    send_quietly,
-    single_exception,
     stdin_bytes,
     validate_output_cap,
     validate_queue_capacity,
 )
 
+from ._backend import Backend
+from ._drivers import collect_execute, resolve_target, send_quietly
+from ._groups import single_exception
 from ._session import InteractiveSession
 
 __all__ = ["ExecService"]
 
-logger = logging.getLogger("kuber_exec.trio")
+logger = logging.getLogger("kuber_exec")
 
 
 class ExecService:
@@ -56,7 +54,7 @@ class ExecService:
         return f"ExecService({self.backend!r}, {self.limits!r})"
 
     async def resolve_target(self, request: ExecRequest) -> ResolvedTarget:
-        """Validate ``request`` and pick the pod and container (the seed's ``resolveTarget``).
+        """Validate ``request`` and pick the pod and container.
 
         Raises:
             ExecError: ``EXEC_INVALID``, ``EXEC_TARGET_NOT_FOUND``, ``EXEC_TARGET_FORBIDDEN``,
@@ -90,7 +88,8 @@ class ExecService:
             ExecError: any code of :meth:`resolve_target`; ``EXEC_INVALID`` for bad caps or
                 stdin; ``EXEC_FAILED`` when the command could not run or the connection ended
                 without an exit status.
-            trio.Cancelled: the caller was cancelled; the socket is closed first.
+            trio.Cancelled, asyncio.CancelledError: the caller was cancelled; the socket is
+                closed first.
         """
         stdout_limit = validate_output_cap(stdout_cap, "stdout", self.limits)
         stderr_limit = validate_output_cap(stderr_cap, "stderr", self.limits)
@@ -108,13 +107,13 @@ class ExecService:
             )
             messages = run.stdin_messages()
             with single_exception():
-                async with trio.open_nursery() as nursery:
+                async with anyio.create_task_group() as tasks:
                     if messages:
                         # Concurrently with reading: a command that echoes a large stdin
                         # would otherwise fill every buffer and deadlock.
-                        nursery.start_soon(send_quietly, connection, messages)
+                        tasks.start_soon(send_quietly, connection, messages)
                     result = await collect_execute(run, connection)
-                    nursery.cancel_scope.cancel()
+                    tasks.cancel_scope.cancel()
         logger.info("exec in %s/%s exited %d", target.namespace, target.pod, result.exit_code)
         return result
 
@@ -151,11 +150,14 @@ class ExecService:
                 max_stdin_frame_bytes=self.limits.max_stdin_frame_bytes,
             )
             session = InteractiveSession(target, connection, core, capacity)
-            with single_exception():
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(session.run_reader)
-                    try:
-                        yield session
-                    finally:
-                        await session.aclose()
-                        nursery.cancel_scope.cancel()
+            try:
+                with single_exception():
+                    async with anyio.create_task_group() as tasks:
+                        tasks.start_soon(session.run_reader)
+                        try:
+                            yield session
+                        finally:
+                            await session.aclose()
+                            tasks.cancel_scope.cancel()
+            finally:
+                session._dispose()

@@ -7,11 +7,13 @@ from typing import TypeVar
 import anyio
 import httpx
 
-from kuber_exec_core import ApiGet, ApiPlan, ApiResponse, ExecError, ExecErrorCode
+from kuber_exec_core import ExecError, ExecErrorCode
+from kuber_exec_core.kube import ApiGet, ApiPlan, ApiResponse
 
 from ._config import ClusterConfig
+from ._transport import describe_error
 
-__all__ = ["RestClient", "describe_error"]
+__all__ = ["RestClient"]
 
 T = TypeVar("T")
 
@@ -41,7 +43,7 @@ class RestClient:
 
     async def run(self, plan: ApiPlan[T]) -> T:
         """Perform ``plan``'s requests in order and return its result."""
-        while (request := plan.next_request()) is not None:
+        while (request := plan.next_event()) is not None:
             plan.response_received(await self.get(request))
         return plan.result()
 
@@ -56,22 +58,3 @@ class RestClient:
                 f"Kubernetes API GET {request.path} failed: {describe_error(error)}",
             ) from None
         return ApiResponse(status=response.status_code, body=response.content)
-
-
-def describe_error(error: BaseException) -> str:
-    """``Type: message`` of ``error`` and of the causes under it that say more.
-
-    Transport wrappers often carry an empty message over the one that matters (httpx's
-    ``ConnectError`` over ``ssl.SSLCertVerificationError``). None of these messages holds a
-    credential: they come from the socket and TLS layers, never from request headers.
-    """
-    parts: list[str] = []
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen and len(parts) < 4:
-        seen.add(id(current))
-        text = str(current).strip()
-        if text and all(text not in part for part in parts):
-            parts.append(text)
-        current = current.__cause__ or current.__context__
-    return f"{type(error).__name__}: {' / '.join(parts) or 'no details'}"

@@ -1,17 +1,14 @@
-"""Open one exec WebSocket on trio: the transport under ``KubernetesBackend.exec``.
+"""The exec WebSocket on trio: a :class:`WebSocketTransport` over trio-websocket.
 
-``connect_exec`` takes any exec URL: the API server's ``/api/v1/.../pods/{pod}/exec?...`` (what
-``KubernetesBackend`` builds) or a container runtime's streaming URL (``/exec/{token}``). It
-offers the given subprotocols, maps a refused upgrade to the seed's errors, sends each client
-frame as one unfragmented message, pings for keepalive, and closes everything it opened.
+``open_trio_transport`` opens the upgrade on its own TCP/TLS stream, reports a refused upgrade
+with the seed's errors, and hands the shared connection code (``kuber_exec_anyio.transport``)
+whole messages, pings and closes. Only trio-websocket's idioms live here.
 """
 
 from __future__ import annotations
 
-import logging
-import math
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
@@ -19,101 +16,121 @@ import h11
 import trio
 import trio_websocket
 
-from kuber_exec_core import (
-    ExecError,
-    ExecErrorCode,
-    Subprotocol,
-    accept_subprotocol,
-    exec_upgrade_error,
+from kuber_exec_anyio.transport import (
+    TransportClosed,
+    TransportOptions,
+    describe_error,
     single_exception,
 )
-from kuber_exec_kube import DEFAULT_PING_INTERVAL, DEFAULT_PONG_TIMEOUT, describe_error
+from kuber_exec_core import ExecError, ExecErrorCode
+from kuber_exec_core.channels import Message
+from kuber_exec_core.kube import exec_upgrade_error
 
-from ._connection import TrioWebSocketExecConnection
+__all__ = ["TrioWebSocketTransport", "open_trio_transport"]
 
-__all__ = ["connect_exec"]
-
-logger = logging.getLogger("kuber_exec.trio.websocket")
-
-#: Real servers send ≤ 32 KiB per message and kill sessions over 32 MiB; accept up to that.
-MAX_SERVER_MESSAGE_BYTES = 32 * 1024 * 1024
 # trio-websocket's default 4 KiB socket reads cost a syscall per 4 KiB of output.
 _RECEIVE_BUFFER_BYTES = 256 * 1024
 # Enough for any refusal's Status body; only the upgrade response is kept.
 _MAX_REFUSAL_BYTES = 64 * 1024
+_ABNORMAL_CLOSURE = 1006
 
 _Stream = trio.SocketStream | trio.SSLStream[trio.SocketStream]
 
 
+class TrioWebSocketTransport:
+    """A trio-websocket connection as a :class:`~kuber_exec_anyio.transport.WebSocketTransport`."""
+
+    def __init__(self, websocket: trio_websocket.WebSocketConnection, stream: _Stream) -> None:
+        self._websocket = websocket
+        self._stream = stream
+
+    @property
+    def subprotocol(self) -> str | None:
+        return self._websocket.subprotocol
+
+    async def send(self, message: Message) -> None:
+        try:
+            await self._websocket.send_message(message)
+        except trio_websocket.ConnectionClosed:
+            raise TransportClosed(clean=False) from None
+
+    async def receive(self) -> Message:
+        try:
+            message: Message = await self._websocket.get_message()
+        except trio_websocket.ConnectionClosed as closed:
+            code = closed.reason.code if closed.reason is not None else _ABNORMAL_CLOSURE
+            raise TransportClosed(clean=code != _ABNORMAL_CLOSURE) from None
+        return message
+
+    async def ping(self) -> None:
+        try:
+            await self._websocket.ping()
+        except trio_websocket.ConnectionClosed:
+            raise TransportClosed(clean=False) from None
+
+    async def aclose(self) -> None:
+        await self._websocket.aclose()
+
+    def abort(self) -> None:
+        # Closing the socket is synchronous in trio; the stream's aclose only adds a checkpoint.
+        # For TLS, dropping the transport without close_notify is the point of an abort.
+        transport = (
+            self._stream.transport_stream
+            if isinstance(self._stream, trio.SSLStream)
+            else self._stream
+        )
+        transport.socket.close()
+
+
 @asynccontextmanager
-async def connect_exec(
-    url: str,
-    subprotocols: Sequence[Subprotocol],
-    *,
-    ssl_context: ssl.SSLContext | None = None,
-    headers: Sequence[tuple[str, str]] = (),
-    connect_timeout: float = 30.0,
-    ping_interval: float | None = DEFAULT_PING_INTERVAL,
-    pong_timeout: float = DEFAULT_PONG_TIMEOUT,
-) -> AsyncIterator[TrioWebSocketExecConnection]:
-    """Open the exec WebSocket at ``url`` (``ws``/``wss``/``http``/``https``).
+async def open_trio_transport(options: TransportOptions) -> AsyncIterator[TrioWebSocketTransport]:
+    """Open the exec WebSocket described by ``options`` on trio.
 
     Raises (on entry):
         ExecError: ``EXEC_FAILED`` when the server cannot be reached or the handshake fails;
             the seed's mapping of a refused upgrade (``exec_upgrade_error``) otherwise.
     """
-    offer = tuple(subprotocols)
-    parts = urlsplit(url)
+    parts = urlsplit(options.url)
     secure = parts.scheme in ("https", "wss")
     resource = parts.path + (f"?{parts.query}" if parts.query else "")
-    encoded = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in headers]
+    encoded = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in options.headers]
     # The TCP/TLS stream is ours, not trio-websocket's: after a server-initiated close
     # trio-websocket's client never closes its stream, and an unclosed socket leaks.
-    stream = await _connect(parts.hostname or "", parts.port, secure, ssl_context, connect_timeout)
+    stream = await _connect(
+        parts.hostname or "", parts.port, secure, options.ssl_context, options.connect_timeout
+    )
     opened = False
     try:
         with single_exception():
             async with trio.open_nursery() as nursery:
                 upgrade = _UpgradeStream(stream)
-                with trio.fail_after(connect_timeout):
+                with trio.fail_after(options.connect_timeout):
                     websocket = await trio_websocket.wrap_client_stream(
                         nursery,
                         # It only uses the Stream interface (its endpoints fall back to repr).
                         upgrade,  # type: ignore[arg-type]
                         parts.netloc,
                         resource,
-                        subprotocols=[protocol.value for protocol in offer],
+                        subprotocols=list(options.subprotocols),
                         extra_headers=encoded,
                         message_queue_size=1,
-                        max_message_size=MAX_SERVER_MESSAGE_BYTES,
+                        max_message_size=options.max_message_bytes,
                         receive_buffer_size=_RECEIVE_BUFFER_BYTES,
                     )
                 upgrade.upgraded = True
                 opened = True
-                connection = TrioWebSocketExecConnection(
-                    websocket, accept_subprotocol(offer, websocket.subprotocol)
-                )
-                logger.debug("exec connection uses %s", connection.subprotocol.value)
-                if ping_interval is not None:
-                    nursery.start_soon(connection.keepalive, ping_interval, pong_timeout)
                 try:
-                    yield connection
+                    yield TrioWebSocketTransport(websocket, stream)
                 finally:
-                    # When the caller is cancelled, trio-websocket's reader task (in this
-                    # nursery) is cancelled too: the server's Close reply could never be read,
-                    # and waiting for it would hold the cancel for the whole close timeout. The
-                    # stream is closed below instead (the server sees the same client close).
-                    if trio.current_effective_deadline() != -math.inf:
-                        with trio.move_on_after(min(pong_timeout, 5.0)) as closing:
-                            closing.shield = True
-                            await websocket.aclose()
+                    # trio-websocket's reader task lives in this nursery; the shared code has
+                    # already closed (or given up on closing) the WebSocket.
                     nursery.cancel_scope.cancel()
     except trio_websocket.ConnectionRejected as rejected:
         # trio-websocket's reader task raises the rejection into our nursery.
         if opened:
             raise
         raise exec_upgrade_error(
-            rejected.status_code, rejected.body or b"", tuple(p.value for p in offer)
+            rejected.status_code, rejected.body or b"", options.subprotocols
         ) from None
     except (trio_websocket.HandshakeError, trio.TooSlowError, OSError) as error:
         if opened:

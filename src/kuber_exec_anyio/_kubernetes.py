@@ -1,48 +1,47 @@
-"""The Kubernetes backend, written once for both runtimes.
+"""``KubernetesBackend``: the backend for a real API server, written once for both runtimes.
 
-REST reads go through the core's plans over a pooled httpx client (httpx and anyio run on trio
-and asyncio alike); the exec WebSocket is the one runtime-specific part, so each adapter's
-``KubernetesBackend`` subclass plugs in its own ``connect_exec``.
+REST reads go through the core's plans over a pooled httpx client (httpx runs on trio and asyncio
+alike); the exec WebSocket goes through a :data:`TransportOpener`, the one runtime-specific part,
+which each runtime binding (``kuber_exec_trio``, ``kuber_exec_asyncio``) supplies.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, ClassVar, Self
 
 import anyio
 import httpx
 
 from kuber_exec_core import (
     Deployment,
-    DeploymentLookup,
     ExecError,
     ExecErrorCode,
     ExecStreams,
     LabelSelector,
     Pod,
-    PodListing,
     ResolvedTarget,
     Subprotocol,
-    exec_path,
 )
+from kuber_exec_core.kube import DeploymentLookup, PodListing, exec_path
 
 from ._config import ClusterConfig
+from ._connection import (
+    DEFAULT_PING_INTERVAL,
+    DEFAULT_PONG_TIMEOUT,
+    WebSocketExecConnection,
+    open_exec_connection,
+)
 from ._rest import RestClient
+from ._transport import TransportOpener
 
-__all__ = ["DEFAULT_PING_INTERVAL", "DEFAULT_PONG_TIMEOUT", "KubernetesBackendBase"]
-
-#: client-go pings every 5 s; a pong deadline well under its ~61 s give-up keeps hangs short.
-DEFAULT_PING_INTERVAL = 5.0
-DEFAULT_PONG_TIMEOUT = 30.0
-
-ConnectionT = TypeVar("ConnectionT")
+__all__ = ["KubernetesBackend"]
 
 
-class KubernetesBackendBase(Generic[ConnectionT]):
-    """A backend for a real API server; see the adapters' ``KubernetesBackend``.
+class KubernetesBackend:
+    """A :class:`~kuber_exec_anyio.Backend` for a real API server.
 
     Use it as an async context manager (it owns a pooled HTTP client)::
 
@@ -53,10 +52,11 @@ class KubernetesBackendBase(Generic[ConnectionT]):
         config: where the API server is and how to authenticate.
         request_timeout: seconds for each REST read and for the WebSocket connect.
         ping_interval, pong_timeout: keepalive; ``ping_interval=None`` disables it.
+        transport: the WebSocket transport (the binding's own when ``None``).
     """
 
-    #: The adapter's ``connect_exec`` (a subclass sets it).
-    _connect_exec: Callable[..., AbstractAsyncContextManager[ConnectionT]]
+    #: The runtime's WebSocket transport; ``kuber_exec_trio`` and ``kuber_exec_asyncio`` bind it.
+    default_transport: ClassVar[TransportOpener | None] = None
 
     def __init__(
         self,
@@ -65,7 +65,15 @@ class KubernetesBackendBase(Generic[ConnectionT]):
         request_timeout: float = 30.0,
         ping_interval: float | None = DEFAULT_PING_INTERVAL,
         pong_timeout: float = DEFAULT_PONG_TIMEOUT,
+        transport: TransportOpener | None = None,
     ) -> None:
+        opener = transport if transport is not None else type(self).default_transport
+        if opener is None:
+            raise TypeError(
+                "KubernetesBackend needs a transport: use kuber_exec_trio.KubernetesBackend or "
+                "kuber_exec_asyncio.KubernetesBackend, or pass transport="
+            )
+        self._open_transport: TransportOpener = opener
         self.config = config
         self._request_timeout = request_timeout
         self._ping_interval = ping_interval
@@ -126,7 +134,7 @@ class KubernetesBackendBase(Generic[ConnectionT]):
         command: Sequence[str],
         streams: ExecStreams,
         subprotocols: Sequence[Subprotocol],
-    ) -> AbstractAsyncContextManager[ConnectionT]:
+    ) -> AbstractAsyncContextManager[WebSocketExecConnection]:
         """Open the exec WebSocket for ``command`` in ``target``, authenticated."""
         url = self.config.websocket_base + exec_path(target, command, streams)
         return self._exec(url, subprotocols)
@@ -134,9 +142,10 @@ class KubernetesBackendBase(Generic[ConnectionT]):
     @asynccontextmanager
     async def _exec(
         self, url: str, subprotocols: Sequence[Subprotocol]
-    ) -> AsyncIterator[ConnectionT]:
+    ) -> AsyncIterator[WebSocketExecConnection]:
         headers = await self._client().auth_headers()
-        async with type(self)._connect_exec(
+        async with open_exec_connection(
+            self._open_transport,
             url,
             subprotocols,
             ssl_context=self.config.ssl_context,

@@ -9,16 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
+from kuber_exec_core import (
+    NEED_DATA,
+    SESSION_ENDED,
+    ExecError,
+    ExecLimits,
+    ExecRequest,
+    ExecResult,
+    ExecSession,
+    ExecuteRun,
+    FetchDeployment,
+    FetchPods,
+    ResolvedTarget,
+    ServerFrame,
+    TargetResolution,
+    TargetResolved,
+)
+from kuber_exec_core.channels import Message
+
 from ._backend import Backend, ExecConnection
-from ._channels import Message
-from ._errors import ExecError
-from ._execute import ExecResult, ExecuteRun
-from ._frames import ServerFrame
-from ._limits import ExecLimits
-from ._request import ExecRequest
-from ._resolution import FetchDeployment, FetchPods, TargetResolution, TargetResolved
-from ._session import NEED_DATA, SESSION_ENDED, ExecSession
-from ._target import ResolvedTarget
 
 __all__ = ["collect_execute", "pump_session", "resolve_target", "send_quietly"]
 
@@ -33,7 +42,7 @@ async def resolve_target(
     """
     plan = TargetResolution(request, limits)
     while True:
-        match plan.next_step():
+        match plan.next_event():
             case FetchDeployment(namespace=namespace, name=name):
                 plan.deployment_received(await backend.get_deployment(namespace, name))
             case FetchPods(namespace=namespace, selector=selector):
@@ -54,9 +63,9 @@ async def collect_execute(run: ExecuteRun, connection: ExecConnection) -> ExecRe
     """Feed ``run`` from ``connection`` until it has a result.
 
     Raises:
-        ExecOutputLimitError, ExecError: as :meth:`ExecuteRun.next_outcome`.
+        ExecOutputLimitError, ExecError: as :meth:`ExecuteRun.next_event`.
     """
-    while (outcome := run.next_outcome()) is NEED_DATA:
+    while (outcome := run.next_event()) is NEED_DATA:
         await _feed(run.session, connection)
     assert isinstance(outcome, ExecResult)
     return outcome

@@ -6,8 +6,8 @@ real backend runs, against ``respond`` (for instance ``DeploymentScenario.respon
 client-preferred match, else the empty-body 403) and replays the scripted server messages, then
 ends the connection (cleanly or not). What the client sent is recorded for assertions.
 
-The class is runtime-neutral; each adapter's ``testing`` module binds ``checkpoint`` to its
-runtime so that loops over it yield to the scheduler.
+Every await is an anyio checkpoint, so it runs (and yields to the scheduler) under trio and
+asyncio alike; each adapter's ``testing`` module re-exports it.
 """
 
 from __future__ import annotations
@@ -15,12 +15,21 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
+import anyio
 import attrs
 
-from ._channels import Message
-from ._errors import ExecError, ExecErrorCode
-from ._exec_url import ExecStreams
-from ._kube_api import (
+from kuber_exec_core import (
+    Deployment,
+    ExecError,
+    ExecErrorCode,
+    ExecStreams,
+    LabelSelector,
+    Pod,
+    ResolvedTarget,
+    Subprotocol,
+)
+from kuber_exec_core.channels import Message, choose_subprotocol
+from kuber_exec_core.kube import (
     ApiGet,
     ApiPlan,
     ApiResponse,
@@ -28,10 +37,6 @@ from ._kube_api import (
     PodListing,
     exec_upgrade_error,
 )
-from ._objects import Deployment, Pod
-from ._selector import LabelSelector
-from ._subprotocols import Subprotocol, choose_subprotocol
-from ._target import ResolvedTarget
 
 __all__ = ["ExecCall", "MemoryBackend", "MemoryExecConnection"]
 
@@ -127,10 +132,11 @@ class MemoryBackend:
         self.requests: list[ApiGet] = []
 
     async def checkpoint(self) -> None:
-        """Yield to the runtime's scheduler (the adapters' subclasses bind it)."""
+        """Yield to the scheduler (and let a cancellation in), whichever runtime runs."""
+        await anyio.lowlevel.checkpoint()
 
     async def _run(self, plan: ApiPlan[object]) -> object:
-        while (request := plan.next_request()) is not None:
+        while (request := plan.next_event()) is not None:
             await self.checkpoint()
             self.requests.append(request)
             plan.response_received(self._respond(request))

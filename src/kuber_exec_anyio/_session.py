@@ -1,35 +1,30 @@
-"""``InteractiveSession``: the seed's ``DuplexSession`` on trio.
+"""``InteractiveSession``: a running interactive exec, its frames and its bounded queue.
 
 One reader task ("next event; if it needs data, await a message and feed it") moves frames from
-the core's session into a bounded memory channel of ``queue_capacity`` frames; when the consumer
-stops reading, the channel fills, the reader stops reading the socket, and TCP pushes back on the
-server. One locked send path writes the client's frames. The core decides everything else.
+the core's session into a bounded memory stream of ``queue_capacity`` frames; when the consumer
+stops reading, the stream fills, the reader stops reading the socket, and TCP pushes back on the
+server. One locked send path writes the client's frames. The core decides everything else: which
+frames may be sent, when the session has ended, what a close means.
 """
 
 from __future__ import annotations
 
-import logging
-
-import trio
+import anyio
 
 from kuber_exec_core import (
     ClientFrame,
     Close,
-    ExecConnection,
-    ExecError,
-    ExecErrorCode,
     ExecSession,
-    Resize,
     ResolvedTarget,
     ServerFrame,
-    Stdin,
     Subprotocol,
-    pump_session,
 )
+from kuber_exec_core.state import SessionState
+
+from ._backend import ExecConnection
+from ._drivers import pump_session
 
 __all__ = ["InteractiveSession"]
-
-logger = logging.getLogger("kuber_exec.trio.session")
 
 
 class InteractiveSession:
@@ -38,8 +33,9 @@ class InteractiveSession:
     Iterate it for ``Stdout`` / ``Stderr`` frames followed by exactly one ``Exit`` or ``Error``
     (then iteration ends); ``send`` ``Stdin`` / ``Resize`` / ``Close`` frames. After ``aclose``
     (or a ``Close`` frame) iteration ends at once and ``send`` raises ``EXEC_ABORTED``.
-    Cancelling the task that awaits ``send`` or the iteration cancels only that await; leaving
-    the ``open_interactive`` block closes the socket.
+    Cancelling the task that awaits ``send`` or the iteration cancels only that await (a
+    cancelled ``send`` may have written part of its frame); leaving the ``open_interactive``
+    block closes the socket.
     """
 
     def __init__(
@@ -52,10 +48,11 @@ class InteractiveSession:
         self.target = target
         self._connection = connection
         self._session = session
-        self._frames_in, self._frames_out = trio.open_memory_channel[ServerFrame](queue_capacity)
-        self._send_lock = trio.Lock()
-        self._reader_scope = trio.CancelScope()
-        self._closed = False
+        self._frames_in, self._frames_out = anyio.create_memory_object_stream[ServerFrame](
+            queue_capacity
+        )
+        self._send_lock = anyio.Lock()
+        self._reader_scope = anyio.CancelScope()
 
     def __repr__(self) -> str:
         return (
@@ -76,24 +73,20 @@ class InteractiveSession:
                 ``EXEC_INVALID`` for a frame the session cannot carry (nothing is sent);
                 ``EXEC_FAILED`` when the connection broke while sending.
         """
-        if isinstance(frame, Close):
-            await self.aclose()
+        # The core validates and accounts for the frame before anything is written; the lock
+        # is taken with no checkpoint in between, so frames go out in the order they came.
+        messages = self._session.send(frame)
+        if self._session.state is SessionState.CLOSED:
+            self._release()
             return
-        if not isinstance(frame, Stdin | Resize):
-            raise ExecError(ExecErrorCode.INVALID, "Unknown interactive exec frame")
         async with self._send_lock:
             # Under the lock, so that two senders' chunks never interleave.
-            for message in self._session.send(frame):
+            for message in messages:
                 await self._connection.send_message(message)
 
     async def aclose(self) -> None:
         """Close from the client side: no more frames are yielded; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._session.send(Close())
-        self._reader_scope.cancel()
-        await self._frames_out.aclose()
+        await self.send(Close())
 
     def __aiter__(self) -> InteractiveSession:
         return self
@@ -101,22 +94,31 @@ class InteractiveSession:
     async def __anext__(self) -> ServerFrame:
         # A plain iterator, not an async generator: breaking out of ``async for`` must not
         # leave a half-run generator for the garbage collector to finalize.
-        if self._closed:
+        if self._session.state is SessionState.CLOSED:
             raise StopAsyncIteration
         try:
             return await self._frames_out.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
 
     async def run_reader(self) -> None:
-        """The reader task: core events into the bounded channel until the terminal frame."""
+        """The reader task: core events into the bounded stream until the terminal frame."""
         with self._reader_scope:
             async with self._frames_in:
                 await pump_session(self._session, self._connection, self._deliver)
 
+    def _dispose(self) -> None:
+        """For the owner, once the reader has stopped: release the frame stream's receiving end."""
+        self._frames_out.close()
+
+    def _release(self) -> None:
+        # After a client close nothing more is delivered: stop the reader (which closes the
+        # stream's sending side, waking a consumer blocked in ``__anext__``).
+        self._reader_scope.cancel()
+
     async def _deliver(self, frame: ServerFrame) -> bool:
         try:
             await self._frames_in.send(frame)
-        except trio.BrokenResourceError:
+        except anyio.BrokenResourceError:
             return False  # The consumer closed: nothing more to deliver.
         return True

@@ -1,11 +1,10 @@
-"""The backend seam (the seed's ``KubernetesExecBackend``), shared by both adapters.
+"""The backend seam (what the service needs from a cluster), shared by both runtimes.
 
 A backend reads Deployments and pods and opens exec connections; everything else (validation,
 ownership, ranking, the channel protocol, caps, frame order) happens in the core, so a backend
 can be swapped (a real API server, an in-memory test double) without changing any rule.
 
-The protocols only describe awaitables: the same seam serves trio (``kuber_exec_trio``) and
-asyncio (``kuber_exec_asyncio``); each adapter's implementations use its own runtime.
+The protocols only describe awaitables: the same seam serves trio and asyncio.
 """
 
 from __future__ import annotations
@@ -14,12 +13,8 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from ._channels import Message
-from ._exec_url import ExecStreams
-from ._objects import Deployment, Pod
-from ._selector import LabelSelector
-from ._subprotocols import Subprotocol
-from ._target import ResolvedTarget
+from kuber_exec_core import Deployment, ExecStreams, LabelSelector, Pod, ResolvedTarget, Subprotocol
+from kuber_exec_core.channels import Message
 
 __all__ = ["Backend", "ConnectionEnd", "ExecConnection"]
 

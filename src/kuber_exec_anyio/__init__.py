@@ -1,0 +1,84 @@
+"""kuber-exec's async layer: the service, sessions and backends, written once on anyio.
+
+``ExecService``, ``InteractiveSession``, ``KubernetesBackend`` (kubeconfig loading and REST over
+httpx) and the exec connection logic run unchanged under trio and asyncio. The one part that
+differs per runtime, the WebSocket library under the exec connection, is a
+:data:`~kuber_exec_anyio.transport.TransportOpener`; ``kuber_exec_trio`` and
+``kuber_exec_asyncio`` bind one and export the same names. Use those packages in an app; use
+this one directly to plug in another WebSocket library (:mod:`kuber_exec_anyio.transport`).
+"""
+
+from kuber_exec_core import Close as Close
+from kuber_exec_core import Error as Error
+from kuber_exec_core import ExecError as ExecError
+from kuber_exec_core import ExecErrorCode as ExecErrorCode
+from kuber_exec_core import ExecLimits as ExecLimits
+from kuber_exec_core import ExecOutputLimitError as ExecOutputLimitError
+from kuber_exec_core import ExecRequest as ExecRequest
+from kuber_exec_core import ExecResult as ExecResult
+from kuber_exec_core import Exit as Exit
+from kuber_exec_core import Resize as Resize
+from kuber_exec_core import ResolvedTarget as ResolvedTarget
+from kuber_exec_core import Stderr as Stderr
+from kuber_exec_core import Stdin as Stdin
+from kuber_exec_core import Stdout as Stdout
+from kuber_exec_core import Workspace as Workspace
+
+from ._backend import Backend as Backend
+from ._backend import ExecConnection as ExecConnection
+from ._config import ClusterConfig as ClusterConfig
+from ._kubernetes import KubernetesBackend as KubernetesBackend
+from ._service import ExecService as ExecService
+from ._session import InteractiveSession as InteractiveSession
+
+#: What every runtime binding exports, besides its own ``KubernetesBackend`` and
+#: ``connect_exec``: the service, the seam, and the core's request, frame and error types.
+BINDING_NAMES: tuple[str, ...] = (
+    # the service
+    "Backend",
+    "ClusterConfig",
+    "ExecConnection",
+    "ExecService",
+    "InteractiveSession",
+    # re-exported from kuber_exec_core
+    "Close",
+    "Error",
+    "ExecError",
+    "ExecErrorCode",
+    "ExecLimits",
+    "ExecOutputLimitError",
+    "ExecRequest",
+    "ExecResult",
+    "Exit",
+    "Resize",
+    "ResolvedTarget",
+    "Stderr",
+    "Stdin",
+    "Stdout",
+    "Workspace",
+)
+
+__all__ = [
+    "BINDING_NAMES",
+    "Backend",
+    "ClusterConfig",
+    "Close",
+    "Error",
+    "ExecConnection",
+    "ExecError",
+    "ExecErrorCode",
+    "ExecLimits",
+    "ExecOutputLimitError",
+    "ExecRequest",
+    "ExecResult",
+    "ExecService",
+    "Exit",
+    "InteractiveSession",
+    "KubernetesBackend",
+    "Resize",
+    "ResolvedTarget",
+    "Stderr",
+    "Stdin",
+    "Stdout",
+    "Workspace",
+]

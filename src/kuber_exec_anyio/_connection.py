@@ -1,0 +1,188 @@
+"""One exec WebSocket as an :class:`~kuber_exec_anyio.ExecConnection`, over any transport.
+
+``open_exec_connection`` is what each runtime's public ``connect_exec`` is: it opens the upgrade
+through the runtime's :data:`TransportOpener`, checks the negotiated subprotocol against the
+offer, pings for keepalive, and on the way out closes the WebSocket within a bound (then aborts
+the TCP connection), whatever the caller left blocked.
+"""
+
+from __future__ import annotations
+
+import math
+import ssl
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TypedDict, Unpack
+
+import anyio
+
+from kuber_exec_core import ExecError, ExecErrorCode, Subprotocol
+from kuber_exec_core.channels import Message, accept_subprotocol
+
+from ._backend import ConnectionEnd
+from ._groups import single_exception
+from ._transport import TransportClosed, TransportOpener, TransportOptions, WebSocketTransport
+
+__all__ = [
+    "DEFAULT_CLOSE_TIMEOUT",
+    "DEFAULT_PING_INTERVAL",
+    "DEFAULT_PONG_TIMEOUT",
+    "ConnectOptions",
+    "ExecConnector",
+    "WebSocketExecConnection",
+    "open_exec_connection",
+]
+
+#: client-go pings every 5 s; a pong deadline well under its ~61 s give-up keeps hangs short.
+DEFAULT_PING_INTERVAL = 5.0
+DEFAULT_PONG_TIMEOUT = 30.0
+#: How long leaving waits for the server's Close reply before dropping the TCP connection.
+DEFAULT_CLOSE_TIMEOUT = 5.0
+
+
+class ConnectOptions(TypedDict, total=False):
+    """The keyword arguments of every runtime's ``connect_exec``."""
+
+    ssl_context: ssl.SSLContext | None
+    headers: Sequence[tuple[str, str]]
+    connect_timeout: float
+    ping_interval: float | None
+    pong_timeout: float
+
+
+class WebSocketExecConnection(ConnectionEnd):
+    """An :class:`ExecConnection` over a :class:`WebSocketTransport`, with keepalive.
+
+    Keepalive (servers never ping; load balancers drop idle connections): :meth:`keepalive`
+    pings every ``interval`` seconds. A pong that does not come within ``pong_timeout`` while
+    this side is waiting for data means the peer is dead: the pending ``receive_message``
+    returns ``None`` with that reason. While the consumer is slow (not waiting for data), the
+    WebSocket library has stopped reading the socket behind unread messages and cannot see the
+    pong, so a late pong then is our own backpressure, not a dead peer, and is not fatal.
+    """
+
+    def __init__(self, transport: WebSocketTransport, subprotocol: Subprotocol) -> None:
+        super().__init__(subprotocol)
+        self._transport = transport
+        self._receiving = False
+        self._receive_scope: anyio.CancelScope | None = None
+
+    async def send_message(self, message: Message) -> None:
+        try:
+            await self._transport.send(message)
+        except TransportClosed:
+            raise ExecError(
+                ExecErrorCode.FAILED, "The exec connection closed while sending"
+            ) from None
+
+    async def receive_message(self) -> Message | None:
+        if self._closed:
+            return None
+        self._receiving = True
+        try:
+            with anyio.CancelScope() as scope:
+                self._receive_scope = scope
+                return await self._transport.receive()
+        except TransportClosed as closed:
+            # A no-op when keepalive already ended the connection with its own reason.
+            self._end(clean=closed.clean, reason=None)
+            return None
+        finally:
+            self._receiving = False
+            self._receive_scope = None
+        # Reached only when keepalive cancelled the receive: the peer is gone.
+        return None
+
+    async def keepalive(self, interval: float, pong_timeout: float) -> None:
+        """Ping until cancelled; end the connection when the peer stops answering."""
+        while not self._closed:
+            await anyio.sleep(interval)
+            with anyio.move_on_after(pong_timeout) as deadline:
+                try:
+                    await self._transport.ping()
+                except TransportClosed:
+                    return
+            if deadline.cancelled_caught and self._receiving:
+                self._end(clean=False, reason=f"no pong from the server within {pong_timeout:g} s")
+                if self._receive_scope is not None:
+                    self._receive_scope.cancel()
+                return
+
+
+@asynccontextmanager
+async def open_exec_connection(
+    open_transport: TransportOpener,
+    url: str,
+    subprotocols: Sequence[Subprotocol],
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    headers: Sequence[tuple[str, str]] = (),
+    connect_timeout: float = 30.0,
+    ping_interval: float | None = DEFAULT_PING_INTERVAL,
+    pong_timeout: float = DEFAULT_PONG_TIMEOUT,
+) -> AsyncIterator[WebSocketExecConnection]:
+    """Open the exec WebSocket at ``url`` (``ws``/``wss``/``http``/``https``) through a transport.
+
+    Raises (on entry):
+        ExecError: ``EXEC_FAILED`` when the server cannot be reached, the handshake fails or the
+            server chose a subprotocol that was not offered; the seed's mapping of a refused
+            upgrade otherwise.
+    """
+    offer = tuple(subprotocols)
+    options = TransportOptions(
+        url=url,
+        subprotocols=tuple(protocol.value for protocol in offer),
+        ssl_context=ssl_context,
+        headers=tuple(headers),
+        connect_timeout=connect_timeout,
+    )
+    async with open_transport(options) as transport:
+        connection = WebSocketExecConnection(
+            transport, accept_subprotocol(offer, transport.subprotocol)
+        )
+        graceful = True
+        try:
+            with single_exception():
+                async with anyio.create_task_group() as tasks:
+                    if ping_interval is not None:
+                        tasks.start_soon(connection.keepalive, ping_interval, pong_timeout)
+                    try:
+                        yield connection
+                    finally:
+                        tasks.cancel_scope.cancel()
+        except anyio.get_cancelled_exc_class():
+            graceful = False
+            raise
+        finally:
+            await _close(transport, graceful, min(pong_timeout, DEFAULT_CLOSE_TIMEOUT))
+
+
+async def _close(transport: WebSocketTransport, graceful: bool, budget: float) -> None:
+    # A cancelled caller must not wait for the server's Close reply (the cancellation is what
+    # it asked for); otherwise the closing handshake gets a bounded chance. Either way the TCP
+    # connection is dropped afterwards, so nothing outlives the block.
+    graceful = graceful and anyio.current_effective_deadline() != -math.inf
+    with anyio.CancelScope(shield=True):
+        if graceful:
+            with anyio.move_on_after(budget):
+                await transport.aclose()
+        transport.abort()
+
+
+class ExecConnector:
+    """A runtime binding's ``connect_exec``: :func:`open_exec_connection` over its transport."""
+
+    def __init__(self, open_transport: TransportOpener) -> None:
+        self._open_transport = open_transport
+
+    def __repr__(self) -> str:
+        return f"ExecConnector({self._open_transport.__module__})"
+
+    def __call__(
+        self, url: str, subprotocols: Sequence[Subprotocol], **options: Unpack[ConnectOptions]
+    ) -> AbstractAsyncContextManager[WebSocketExecConnection]:
+        """Open one exec WebSocket at ``url`` (an API server's or a runtime's streaming URL).
+
+        See :func:`open_exec_connection` for the options and errors.
+        """
+        return open_exec_connection(self._open_transport, url, subprotocols, **options)

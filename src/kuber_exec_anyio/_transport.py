@@ -1,0 +1,137 @@
+"""The seam under the exec WebSocket: what a runtime's WebSocket library must provide.
+
+Everything about an exec connection that does not depend on the WebSocket library is written
+once, here and in ``_connection``: checking the negotiated subprotocol, keepalive pings, telling a
+dead peer from our own backpressure, a bounded close. A runtime binding (``kuber_exec_trio`` on
+trio-websocket, ``kuber_exec_asyncio`` on ``websockets``) only implements
+:class:`WebSocketTransport` and a :data:`TransportOpener`: open the upgrade, move whole messages,
+ping, close, abort, and map its library's exceptions at that boundary.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+import attrs
+
+from kuber_exec_core.channels import Message
+
+__all__ = [
+    "MAX_SERVER_MESSAGE_BYTES",
+    "TransportClosed",
+    "TransportOpener",
+    "TransportOptions",
+    "WebSocketTransport",
+    "describe_error",
+]
+
+#: Real servers send ≤ 32 KiB per message and kill sessions over 32 MiB; accept up to that.
+MAX_SERVER_MESSAGE_BYTES = 32 * 1024 * 1024
+
+
+class TransportClosed(Exception):
+    """The WebSocket has ended; ``clean`` when the server's Close frame arrived."""
+
+    def __init__(self, *, clean: bool) -> None:
+        super().__init__("the exec WebSocket closed" + (" cleanly" if clean else ""))
+        self.clean = clean
+
+
+class WebSocketTransport(Protocol):
+    """One open WebSocket, as the shared connection code drives it.
+
+    Only one task sends at a time and only one receives at a time (the callers serialise).
+    """
+
+    @property
+    def subprotocol(self) -> str | None:
+        """What the server put in ``Sec-WebSocket-Protocol`` (``None`` or empty if nothing)."""
+        ...
+
+    async def send(self, message: Message) -> None:
+        """Send one whole, unfragmented message (binary for bytes, text for str).
+
+        Raises:
+            TransportClosed: the connection is gone.
+        """
+        ...
+
+    async def receive(self) -> Message:
+        """The next whole message. Cancelling the wait loses no message.
+
+        Raises:
+            TransportClosed: the connection has ended (no more messages).
+        """
+        ...
+
+    async def ping(self) -> None:
+        """Send a ping and return when its pong arrives (the caller bounds the wait).
+
+        Raises:
+            TransportClosed: the connection is gone.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Send a Close frame and wait for the server's (the caller bounds the wait)."""
+        ...
+
+    def abort(self) -> None:
+        """Drop the TCP connection now, without a closing handshake; idempotent, never raises."""
+        ...
+
+
+@attrs.frozen(kw_only=True, repr=False)
+class TransportOptions:
+    """How to open one exec WebSocket. ``headers`` may carry credentials: never in a repr."""
+
+    url: str
+    subprotocols: tuple[str, ...]
+    ssl_context: ssl.SSLContext | None
+    headers: tuple[tuple[str, str], ...]
+    connect_timeout: float
+    max_message_bytes: int = MAX_SERVER_MESSAGE_BYTES
+
+    def __repr__(self) -> str:
+        names = ", ".join(name for name, _ in self.headers)
+        return (
+            f"TransportOptions(url={self.url!r}, subprotocols={self.subprotocols}, "
+            f"headers=[{names}])"
+        )
+
+
+#: Opens the upgrade described by the options; leaving the context aborts whatever is left.
+#: Raises (on entry) ``ExecError``: the seed's mapping of a refused upgrade, or ``EXEC_FAILED``.
+TransportOpener = Callable[[TransportOptions], AbstractAsyncContextManager[WebSocketTransport]]
+
+
+def describe_error(error: BaseException) -> str:
+    """``Type: message / cause's message … (InnermostType)`` for ``error`` and its causes.
+
+    Transport wrappers often carry an empty or generic message over the one that matters
+    (httpx's ``ConnectError`` over ``ssl.SSLCertVerificationError``; trio's "all attempts to
+    connect failed" group over ``ConnectionRefusedError``). Exception groups are searched too:
+    their single leaf, or the first one. None of these messages holds a credential: they come
+    from the socket and TLS layers, never from request headers.
+    """
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen and len(chain) < 6:
+        seen.add(id(current))
+        chain.append(current)
+        if isinstance(current, BaseExceptionGroup) and current.exceptions:
+            current = current.exceptions[0]
+        else:
+            current = current.__cause__ or current.__context__
+    parts: list[str] = []
+    for link in chain:
+        text = str(link).strip()
+        if text and all(text not in part for part in parts):
+            parts.append(text)
+    outer, inner = type(chain[0]).__name__, type(chain[-1]).__name__
+    cause = f" ({inner})" if inner != outer else ""
+    return f"{outer}: {' / '.join(parts) or 'no details'}{cause}"

@@ -1,0 +1,38 @@
+"""For WebSocket transport implementers: the seam under every exec connection.
+
+A runtime binding implements :class:`WebSocketTransport` and a :data:`TransportOpener`, then
+gets a complete ``connect_exec`` from :func:`open_exec_connection` and a complete backend by
+passing the opener to ``KubernetesBackend(config, transport=...)``.
+"""
+
+from ._connection import DEFAULT_CLOSE_TIMEOUT as DEFAULT_CLOSE_TIMEOUT
+from ._connection import DEFAULT_PING_INTERVAL as DEFAULT_PING_INTERVAL
+from ._connection import DEFAULT_PONG_TIMEOUT as DEFAULT_PONG_TIMEOUT
+from ._connection import ConnectOptions as ConnectOptions
+from ._connection import ExecConnector as ExecConnector
+from ._connection import WebSocketExecConnection as WebSocketExecConnection
+from ._connection import open_exec_connection as open_exec_connection
+from ._groups import single_exception as single_exception
+from ._transport import MAX_SERVER_MESSAGE_BYTES as MAX_SERVER_MESSAGE_BYTES
+from ._transport import TransportClosed as TransportClosed
+from ._transport import TransportOpener as TransportOpener
+from ._transport import TransportOptions as TransportOptions
+from ._transport import WebSocketTransport as WebSocketTransport
+from ._transport import describe_error as describe_error
+
+__all__ = [
+    "DEFAULT_CLOSE_TIMEOUT",
+    "DEFAULT_PING_INTERVAL",
+    "DEFAULT_PONG_TIMEOUT",
+    "MAX_SERVER_MESSAGE_BYTES",
+    "ConnectOptions",
+    "ExecConnector",
+    "TransportClosed",
+    "TransportOpener",
+    "TransportOptions",
+    "WebSocketExecConnection",
+    "WebSocketTransport",
+    "describe_error",
+    "open_exec_connection",
+    "single_exception",
+]

@@ -1,0 +1,123 @@
+"""The exec WebSocket on asyncio: a :class:`WebSocketTransport` over ``websockets``.
+
+``open_asyncio_transport`` opens the upgrade with the ``websockets`` library's asyncio client,
+reports a refused upgrade with the seed's errors, and hands the shared connection code
+(``kuber_exec_anyio.transport``) whole messages, pings and closes. Only the ``websockets``
+library's idioms live here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from kuber_exec_anyio.transport import TransportClosed, TransportOptions, describe_error
+from kuber_exec_core import ExecError, ExecErrorCode
+from kuber_exec_core.channels import Message
+from kuber_exec_core.kube import exec_upgrade_error
+
+__all__ = ["AsyncioWebSocketTransport", "open_asyncio_transport"]
+
+# Frames websockets buffers before it pauses reading the socket (backpressure).
+_MAX_QUEUED_FRAMES = 4
+
+
+class _NoDebugLogger(logging.LoggerAdapter[logging.Logger]):
+    """websockets logs every handshake header at DEBUG, ``Authorization`` included: a token
+    must never reach a log, so its debug output (headers and frames) is switched off."""
+
+    def isEnabledFor(self, level: int) -> bool:
+        return level > logging.DEBUG and self.logger.isEnabledFor(level)
+
+
+_TRANSPORT_LOGGER = _NoDebugLogger(logging.getLogger("kuber_exec.asyncio.transport"))
+
+
+class AsyncioWebSocketTransport:
+    """A ``websockets`` client connection as a
+    :class:`~kuber_exec_anyio.transport.WebSocketTransport`."""
+
+    def __init__(self, websocket: ClientConnection) -> None:
+        self._websocket = websocket
+
+    @property
+    def subprotocol(self) -> str | None:
+        return self._websocket.subprotocol
+
+    async def send(self, message: Message) -> None:
+        try:
+            await self._websocket.send(message)
+        except ConnectionClosed:
+            raise TransportClosed(clean=False) from None
+
+    async def receive(self) -> Message:
+        try:
+            message: Message = await self._websocket.recv()
+        except ConnectionClosed as closed:
+            raise TransportClosed(clean=closed.rcvd is not None) from None
+        return message
+
+    async def ping(self) -> None:
+        try:
+            pong = await self._websocket.ping()
+            await pong
+        except ConnectionClosed:
+            raise TransportClosed(clean=False) from None
+
+    async def aclose(self) -> None:
+        await self._websocket.close()
+
+    def abort(self) -> None:
+        transport = self._websocket.transport
+        # Aborting a transport that asyncio has already torn down raises from inside asyncio.
+        if transport is not None and not transport.is_closing():
+            transport.abort()
+
+
+@asynccontextmanager
+async def open_asyncio_transport(
+    options: TransportOptions,
+) -> AsyncIterator[AsyncioWebSocketTransport]:
+    """Open the exec WebSocket described by ``options`` on asyncio.
+
+    Raises (on entry):
+        ExecError: ``EXEC_FAILED`` when the server cannot be reached or the handshake fails;
+            the seed's mapping of a refused upgrade (``exec_upgrade_error``) otherwise.
+    """
+    url = options.url
+    if url.startswith(("http://", "https://")):
+        url = "ws" + url[len("http") :]
+    try:
+        websocket = await connect(
+            url,
+            # wss without a context: the default one (verifying); ws must have none at all.
+            ssl=(options.ssl_context or True) if url.startswith("wss://") else None,
+            subprotocols=list(options.subprotocols),  # type: ignore[arg-type]
+            additional_headers=list(options.headers),
+            compression=None,  # real servers never negotiate extensions
+            proxy=None,
+            open_timeout=options.connect_timeout,
+            ping_interval=None,  # the shared keepalive tells a dead peer from backpressure
+            close_timeout=None,  # the shared code bounds the close
+            max_size=options.max_message_bytes,
+            max_queue=_MAX_QUEUED_FRAMES,
+            logger=_TRANSPORT_LOGGER,
+        )
+    except InvalidStatus as rejected:
+        response = rejected.response
+        raise exec_upgrade_error(
+            response.status_code, bytes(response.body or b""), options.subprotocols
+        ) from None
+    except (InvalidHandshake, OSError, TimeoutError) as error:
+        raise ExecError(
+            ExecErrorCode.FAILED, f"The exec upgrade failed: {describe_error(error)}"
+        ) from None
+    transport = AsyncioWebSocketTransport(websocket)
+    try:
+        yield transport
+    finally:
+        transport.abort()

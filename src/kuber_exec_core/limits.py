@@ -1,0 +1,19 @@
+"""The seed's default limits, each with its reason (see :class:`~kuber_exec_core.ExecLimits`)."""
+
+from ._limits import DEFAULT_INTERACTIVE_QUEUE_CAPACITY as DEFAULT_INTERACTIVE_QUEUE_CAPACITY
+from ._limits import DEFAULT_MAX_ARGUMENT_BYTES as DEFAULT_MAX_ARGUMENT_BYTES
+from ._limits import DEFAULT_MAX_COMMAND_ARGUMENTS as DEFAULT_MAX_COMMAND_ARGUMENTS
+from ._limits import DEFAULT_MAX_COMMAND_BYTES as DEFAULT_MAX_COMMAND_BYTES
+from ._limits import DEFAULT_MAX_STDIN_FRAME_BYTES as DEFAULT_MAX_STDIN_FRAME_BYTES
+from ._limits import DEFAULT_OUTPUT_CAP_BYTES as DEFAULT_OUTPUT_CAP_BYTES
+from ._limits import ExecLimits as ExecLimits
+
+__all__ = [
+    "DEFAULT_INTERACTIVE_QUEUE_CAPACITY",
+    "DEFAULT_MAX_ARGUMENT_BYTES",
+    "DEFAULT_MAX_COMMAND_ARGUMENTS",
+    "DEFAULT_MAX_COMMAND_BYTES",
+    "DEFAULT_MAX_STDIN_FRAME_BYTES",
+    "DEFAULT_OUTPUT_CAP_BYTES",
+    "ExecLimits",
+]

@@ -1,0 +1,31 @@
+"""The session's state table: states, inputs, transitions, refusals and guards, as data.
+
+``ExecSession`` consults these tables for every decision; the docs' state diagram is generated
+from them (:func:`state_diagram`).
+"""
+
+from ._session import SessionSignal as SessionSignal
+from ._state import GUARD_REFUSALS as GUARD_REFUSALS
+from ._state import GUARDS as GUARDS
+from ._state import MAX_TERMINAL_DIMENSION as MAX_TERMINAL_DIMENSION
+from ._state import REFUSALS as REFUSALS
+from ._state import TERMINAL_STATES as TERMINAL_STATES
+from ._state import TRANSITIONS as TRANSITIONS
+from ._state import Guard as Guard
+from ._state import SessionInput as SessionInput
+from ._state import SessionState as SessionState
+from ._state import state_diagram as state_diagram
+
+__all__ = [
+    "GUARDS",
+    "GUARD_REFUSALS",
+    "MAX_TERMINAL_DIMENSION",
+    "REFUSALS",
+    "TERMINAL_STATES",
+    "TRANSITIONS",
+    "Guard",
+    "SessionInput",
+    "SessionSignal",
+    "SessionState",
+    "state_diagram",
+]
