@@ -7,7 +7,7 @@ raises :class:`UsageError` for a mistake; ``--help`` and ``--version`` print and
 values (names, command size, cap range) are checked where they are used, by ``exec`` and the
 service. Everything after the first ``--`` is the remote argv, verbatim, never parsed as options.
 
-The help texts, the exit-status table included, are the reference docs/cli.md quotes.
+The exit-status table in the help is also docs/cli.md's: change the two together.
 """
 
 from __future__ import annotations
