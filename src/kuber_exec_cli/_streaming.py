@@ -45,7 +45,7 @@ from ._terminal import raw_terminal, watch_window_size
 
 __all__ = ["LocalStreams", "stream_session"]
 
-# Local reads of stdin: one client-go sized message each (protocol.md §3), well under the
+# Local reads of stdin: one client-go sized message each (docs/protocol.md), well under the
 # service's max_stdin_frame_bytes.
 _STDIN_CHUNK_BYTES = 32 * 1024
 

@@ -1,4 +1,4 @@
-"""Channel framing shared by both directions (protocol.md §3).
+"""Channel framing shared by both directions (docs/protocol.md).
 
 One WebSocket message is ``[channel][payload]``. Binary subprotocols put the raw channel byte first
 and send binary frames; base64 ones put the ASCII digit ``'0'+channel`` first and the payload as
@@ -38,7 +38,7 @@ class Channel(enum.IntEnum):
     STDERR = 2
     ERROR = 3
     RESIZE = 4
-    #: v5 only: ``[255, 0]`` closes stdin (protocol.md §6).
+    #: v5 only: ``[255, 0]`` closes stdin (docs/protocol.md).
     CLOSE = 255
 
 

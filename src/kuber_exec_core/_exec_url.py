@@ -1,4 +1,4 @@
-"""The exec upgrade request's path and query (protocol.md §2)."""
+"""The exec upgrade request's path and query (docs/protocol.md)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def exec_path(target: ResolvedTarget, command: Sequence[str], streams: ExecStrea
 
 
 def parse_exec_flag(values: Sequence[str]) -> bool:
-    """Server side: one boolean query parameter as the API server reads it (protocol.md §2).
+    """Server side: one boolean query parameter as the API server reads it (docs/protocol.md).
 
     Absent is false; otherwise only the first value counts, and it is false when it is ``0`` or
     ``false`` in any letter case (apimachinery's ``Convert_Slice_string_To_bool`` uses
@@ -71,7 +71,7 @@ class ExecQuery:
 
 
 def parse_exec_query(pairs: Iterable[tuple[str, str]]) -> ExecQuery:
-    """Server side: read an exec request's decoded query pairs (protocol.md §2).
+    """Server side: read an exec request's decoded query pairs (docs/protocol.md).
 
     One ``command`` per argv element, in order; ``container`` (first value, empty means not
     given); the four flags per :func:`parse_exec_flag`. With ``tty`` the server forces stderr off,

@@ -1,7 +1,7 @@
 """The server side of the channel protocol, for the sandbox server and for round-trip tests.
 
 It mirrors what apimachinery's ``wsstream`` and the kubelet's remote-command handler do
-(protocol.md §3–6): one empty message on the lowest writable channel right after the handshake,
+(docs/protocol.md): one empty message on the lowest writable channel right after the handshake,
 output as whole messages, the Status last; client messages on channels 1–3 and on unknown channels
 dropped; ``[255, 0]`` closes stdin on v5 and any other channel-255 message tears the session down.
 """
@@ -28,7 +28,7 @@ __all__ = [
 
 
 #: The largest client frame a real server reads (x/net/websocket's ``DefaultMaxPayloadBytes``, which
-#: wsstream uses): a bigger frame ends the session (protocol.md §3).
+#: wsstream uses): a bigger frame ends the session (docs/protocol.md).
 MAX_CLIENT_FRAME_BYTES = 32 << 20
 
 
@@ -77,7 +77,7 @@ class ServerChannel:
     def status_message(self, status: bytes) -> Message | None:
         """What to send on channel 3 for a finished exec whose outcome is the Status ``status``.
 
-        v4/v5: the Status JSON itself. Pre-v4 (protocol.md §4): nothing on success, and only the
+        v4/v5: the Status JSON itself. Pre-v4 (docs/protocol.md): nothing on success, and only the
         Status ``message`` as plain text on failure (the kubelet's v1 status writer).
         """
         if self.subprotocol.has_structured_status:

@@ -1,4 +1,4 @@
-"""The ``*.channel.k8s.io`` subprotocol family and its negotiation (protocol.md §1).
+"""The ``*.channel.k8s.io`` subprotocol family and its negotiation (docs/protocol.md).
 
 Servers pick the first protocol in the client's order that they support; a client must check the
 answer against what it offered, and always offer at least one (an empty offer makes the legacy
@@ -34,7 +34,7 @@ class Subprotocol(enum.StrEnum):
 
     @property
     def is_base64(self) -> bool:
-        """Text frames: ``'0'+channel`` then padded standard base64 (protocol.md §3)."""
+        """Text frames: ``'0'+channel`` then padded standard base64 (docs/protocol.md)."""
         return self in (Subprotocol.V4_BASE64, Subprotocol.BASE64)
 
     @property
@@ -44,7 +44,7 @@ class Subprotocol(enum.StrEnum):
 
     @property
     def can_close_stdin(self) -> bool:
-        """Only v5 has the ``[255, 0]`` stdin close message (protocol.md §6)."""
+        """Only v5 has the ``[255, 0]`` stdin close message (docs/protocol.md)."""
         return self is Subprotocol.V5
 
 
@@ -90,7 +90,7 @@ def choose_subprotocol(
     return None
 
 
-#: What the container runtime's streaming server accepts on the legacy path (protocol.md §1).
+#: What the container runtime's streaming server accepts on the legacy path (docs/protocol.md).
 LEGACY_SERVER_SUBPROTOCOLS: tuple[Subprotocol, ...] = (
     Subprotocol.V4,
     Subprotocol.V4_BASE64,
@@ -102,7 +102,7 @@ LEGACY_SERVER_SUBPROTOCOLS: tuple[Subprotocol, ...] = (
 def server_subprotocols(
     client_offer: Sequence[str], *, v5_enabled: bool
 ) -> tuple[Subprotocol, ...]:
-    """Server side: which protocols the answering server supports for this offer (protocol.md §1).
+    """Server side: which protocols the answering server supports for this offer (docs/protocol.md).
 
     A 1.30+ API server (``v5_enabled``) terminates the WebSocket itself when the offer contains
     ``v5.channel.k8s.io`` anywhere, and then accepts only v5; every other request is proxied to the

@@ -16,7 +16,7 @@ calling the code under test), so a property test can compare:
   arbitrary bytes, a final status, optionally cut short) and :func:`raw_server_messages` (anything
   at all, for robustness tests).
 
-The messages are framed by this module's own code (protocol.md §3), not by the core's codec.
+The messages are framed by this module's own code (docs/protocol.md), not by the core's codec.
 """
 
 from __future__ import annotations
@@ -903,7 +903,7 @@ def _expected(
 
 def frame_message(subprotocol: Subprotocol, channel: int, payload: bytes) -> Message:
     """One whole message as a server (or client) sends it: ``[channel][payload]`` in binary
-    subprotocols, ``'0'+channel`` then padded base64 in the base64 ones (protocol.md §3)."""
+    subprotocols, ``'0'+channel`` then padded base64 in the base64 ones (docs/protocol.md)."""
     if subprotocol in (Subprotocol.BASE64, Subprotocol.V4_BASE64):
         return chr(ord("0") + channel) + base64.standard_b64encode(payload).decode("ascii")
     return bytes([channel]) + payload

@@ -1,6 +1,6 @@
 """One exec session on an accepted WebSocket: the process, its output, stdin, resize, status.
 
-The wire order is the real server's (protocol.md §3–6): one empty message on the lowest
+The wire order is the real server's (docs/protocol.md): one empty message on the lowest
 writable channel, then output as whole messages (each chunk sent before the next is read:
 backpressure reaches the process through its pipe), then the Status (pre-v4: text on failure,
 nothing on success), then Close 1000 and the connection is dropped. The core's
@@ -154,7 +154,7 @@ class _Session:
         except FrameTooLarge as error:
             self.close_code, self.close_reason = _CLOSE_TOO_BIG, str(error)
         except ExecProtocolError as error:
-            # A malformed v5 close tears the session down (protocol.md §6); the sandbox does the
+            # A malformed v5 close tears the session down (docs/protocol.md); the sandbox does the
             # same for the core's other rejections (bad framing, bad resize JSON) so that a
             # client bug shows up at once instead of as a stalled stream.
             self.close_code, self.close_reason = _CLOSE_PROTOCOL_ERROR, error.message[:120]

@@ -1,6 +1,6 @@
 """Deciding an exec upgrade request before any byte of WebSocket is sent (pure, no I/O).
 
-The checks run in the order a real cluster runs them (protocol.md §1–2, and the API server's
+The checks run in the order a real cluster runs them (docs/protocol.mdAPI server's
 ``streamLocation`` then the kubelet's ``GetExec``):
 
 1. the pod must exist                       -> 404 ``pods "x" not found``
@@ -36,7 +36,7 @@ class ExecPlan:
 
     ``failure`` is a Status to send instead of running anything (the container is not running).
     ``empty_protocol_header`` is true when the client offered no subprotocol: the legacy server
-    then answers with an empty ``Sec-WebSocket-Protocol`` header (protocol.md §1).
+    then answers with an empty ``Sec-WebSocket-Protocol`` header (docs/protocol.md).
     """
 
     pod: PodObject

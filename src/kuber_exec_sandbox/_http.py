@@ -184,7 +184,7 @@ class ConnectionHandler:
             presented.removeprefix("Bearer ").strip().encode(), token.encode()
         ):
             return True
-        # Clients that cannot set headers send the token as a subprotocol (protocol.md §2).
+        # Clients that cannot set headers send the token as a subprotocol (docs/protocol.md).
         encoded = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
         expected = f"{_BEARER_SUBPROTOCOL}{encoded}".encode()
         offered = parse_subprotocol_header(request.headers.get("sec-websocket-protocol", []))
@@ -243,7 +243,7 @@ class ConnectionHandler:
             ("Connection", "Upgrade"),
             ("Sec-WebSocket-Accept", generate_accept_token(key.encode("ascii")).decode("ascii")),
         ]
-        # protocol.md §1: no offer -> legacy protocol, answered with an *empty* header.
+        # docs/protocol.md: no offer -> legacy protocol, answered with an *empty* header.
         protocol = "" if plan.empty_protocol_header else plan.subprotocol.value
         headers.append(("Sec-WebSocket-Protocol", protocol))
         await stream.send_all(

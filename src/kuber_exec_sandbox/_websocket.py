@@ -1,7 +1,7 @@
 """The server end of one exec WebSocket, driving ``wsproto`` over a trio stream.
 
 Why ``wsproto`` directly and not trio-websocket: a real server treats every *frame* as a whole
-message and never reassembles fragments (protocol.md §3), which a message-oriented library
+message and never reassembles fragments (docs/protocol.md), which a message-oriented library
 cannot reproduce; the handshake answer must be exactly the real one (an empty
 ``Sec-WebSocket-Protocol`` header when nothing was offered; plain HTTP errors on the same port);
 and the end of a session is "Close 1000, then drop TCP" without waiting for the client's Close.
