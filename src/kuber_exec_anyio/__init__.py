@@ -58,27 +58,4 @@ BINDING_NAMES: tuple[str, ...] = (
     "Workspace",
 )
 
-__all__ = [
-    "BINDING_NAMES",
-    "Backend",
-    "ClusterConfig",
-    "Close",
-    "Error",
-    "ExecConnection",
-    "ExecError",
-    "ExecErrorCode",
-    "ExecLimits",
-    "ExecOutputLimitError",
-    "ExecRequest",
-    "ExecResult",
-    "ExecService",
-    "Exit",
-    "InteractiveSession",
-    "KubernetesBackend",
-    "Resize",
-    "ResolvedTarget",
-    "Stderr",
-    "Stdin",
-    "Stdout",
-    "Workspace",
-]
+__all__ = ["BINDING_NAMES", "KubernetesBackend", *BINDING_NAMES]

@@ -6,16 +6,6 @@ import attrs
 
 from ._errors import ExecError, ExecErrorCode
 
-__all__ = [
-    "DEFAULT_INTERACTIVE_QUEUE_CAPACITY",
-    "DEFAULT_MAX_ARGUMENT_BYTES",
-    "DEFAULT_MAX_COMMAND_ARGUMENTS",
-    "DEFAULT_MAX_COMMAND_BYTES",
-    "DEFAULT_MAX_STDIN_FRAME_BYTES",
-    "DEFAULT_OUTPUT_CAP_BYTES",
-    "ExecLimits",
-    "positive_int",
-]
 
 #: Enough for any real argv; a bound keeps the exec URL (one ``command=`` per argument) small.
 DEFAULT_MAX_COMMAND_ARGUMENTS = 64

@@ -26,18 +26,6 @@ from types import MappingProxyType
 
 from ._errors import ExecErrorCode
 
-__all__ = [
-    "GUARDS",
-    "GUARD_REFUSALS",
-    "MAX_TERMINAL_DIMENSION",
-    "REFUSALS",
-    "TERMINAL_STATES",
-    "TRANSITIONS",
-    "Guard",
-    "SessionInput",
-    "SessionState",
-    "state_diagram",
-]
 
 
 class SessionState(enum.Enum):
