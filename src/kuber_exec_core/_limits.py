@@ -6,7 +6,6 @@ import attrs
 
 from ._errors import ExecError, ExecErrorCode
 
-
 #: Enough for any real argv; a bound keeps the exec URL (one ``command=`` per argument) small.
 DEFAULT_MAX_COMMAND_ARGUMENTS = 64
 #: Total argv bytes: keeps the upgrade request's URL well under API server header limits.

@@ -27,7 +27,6 @@ from types import MappingProxyType
 from ._errors import ExecErrorCode
 
 
-
 class SessionState(enum.Enum):
     """Where an exec session is."""
 
