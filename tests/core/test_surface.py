@@ -128,3 +128,22 @@ def test_testing_module_surface() -> None:
 
     missing = [name for name in testing.__all__ if not hasattr(testing, name)]
     assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [("ApiGet", "kube"), ("state_diagram", "state"), ("ServerChannel", "server"),
+     ("decode_message", "channels"), ("DEFAULT_OUTPUT_CAP_BYTES", "limits")],
+)  # fmt: skip
+def test_names_that_moved_still_resolve_with_a_warning(name: str, home: str) -> None:
+    import importlib
+
+    with pytest.warns(DeprecationWarning, match=f"kuber_exec_core.{home}.{name}"):
+        value = getattr(kuber_exec_core, name)
+    assert value is getattr(importlib.import_module(f"kuber_exec_core.{home}"), name)
+    assert name not in kuber_exec_core.__all__
+
+
+def test_an_unknown_name_is_still_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        _ = kuber_exec_core.no_such_name  # type: ignore[attr-defined]
