@@ -1,0 +1,85 @@
+"""The real-cluster tier: Kubernetes v1.20.2 (etcd, apiserver, controller-manager, scheduler,
+kubelet on containerd) in a loopback-only network namespace.
+
+``make realcluster-test`` (scripts/realcluster/run-tests.sh) builds or reuses the binaries, starts
+the cluster inside the namespace and runs this folder's tests inside the same namespace with
+``KUBER_REALCLUSTER`` naming the cluster's ``cluster.json``. Every test here except those in
+``test_sandbox_shape.py`` gets the ``realcluster`` marker. Without a cluster the tests skip with
+the reason, or fail when ``CI`` is ``true``.
+
+Workloads are made by the real controllers from Deployments applied with kubectl (admin client
+certificate) in the session fixture ``workloads``; pods run busybox with ``hostNetwork: true``
+and ``imagePullPolicy: Never``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from .kube import Cluster, cluster_unavailable_reason, load_cluster, make_workloads
+
+_HERE = Path(__file__).resolve().parent
+_UNMARKED = {"test_sandbox_shape.py"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "realcluster: needs the real Kubernetes cluster of make realcluster-test"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path.resolve()
+        if path.is_relative_to(_HERE) and path.name not in _UNMARKED:
+            item.add_marker(pytest.mark.realcluster)
+
+
+def cluster_unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"real cluster unavailable under CI: {reason}", pytrace=False)
+    pytest.skip(f"real cluster unavailable: {reason}")
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    """The running cluster (paths, kubeconfigs, PIDs), from ``$KUBER_REALCLUSTER``."""
+    reason = cluster_unavailable_reason()
+    if reason is not None:
+        cluster_unavailable(reason)
+    return load_cluster()
+
+
+@pytest.fixture(scope="session")
+def workloads(cluster: Cluster) -> dict[str, Any]:
+    """The test Deployments, rolled out (see ``kube.make_workloads``)."""
+    return make_workloads(cluster)
+
+
+@pytest.fixture
+async def admin_service(adapter: ModuleType, cluster: Cluster) -> AsyncIterator[Any]:
+    """An ``ExecService`` authenticated with the admin client certificate."""
+    async with service_for(adapter, cluster, "admin") as service:
+        yield service
+
+
+class service_for:
+    """``async with service_for(adapter, cluster, user) as service``: an ``ExecService`` over a
+    ``KubernetesBackend`` loaded from the user's kubeconfig with the official loader."""
+
+    def __init__(self, adapter: ModuleType, cluster: Cluster, user: str) -> None:
+        self._backend = adapter.KubernetesBackend.from_kubeconfig(cluster.kubeconfig(user), None)
+        self._adapter = adapter
+
+    async def __aenter__(self) -> Any:
+        await self._backend.__aenter__()
+        return self._adapter.ExecService(self._backend)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._backend.__aexit__(*exc)
