@@ -8,6 +8,10 @@ tests, and this exits 0 unless a measurement could not run at all.
 
     python benchmarks/run.py            # the full run, a few minutes on a 2-core machine
     python benchmarks/run.py --quick    # a smoke run of a few seconds
+
+Besides the table on stdout it writes the same figures as JSON (``--json``; by default
+``benchmarks/results/latest.json``, or ``results/quick.json`` for ``--quick``), which the docs
+build turns into the charts of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ OFFICIAL_TARGET = 100.0
 #: count as independent of output size (the outputs differ by tens of MB).
 FLAT_MEMORY_SLACK_KIB = 8 * 1024
 MEASUREMENT_TIMEOUT_SECONDS = 300.0
+RESULTS = HERE / "results"
 
 LABELS = {
     "trio-execute": "kuber-exec trio execute",
@@ -353,6 +358,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, help="rounds per size; medians are shown (5)")
     parser.add_argument("--iterations", type=int, help="latency samples per client (30)")
+    parser.add_argument(
+        "--json", type=Path, help="where to write the results as JSON (results/latest.json)"
+    )
     args = parser.parse_args(argv)
     quick: bool = args.quick
     plan = Plan(
@@ -429,8 +437,90 @@ def main(argv: Sequence[str] | None = None) -> int:
         *targets(big, small, plan),
     ]
     print("\n".join(out), flush=True)
+    json_path: Path = args.json or RESULTS / ("quick.json" if quick else "latest.json")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    results = results_json(started, elapsed, quick, plan, kubectl, big, small, latency, out)
+    json_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     failed = [s for s in (*big.values(), *small.values(), *latency.values()) if s.error]
     return 1 if failed else 0
+
+
+def _versions(kubectl: str | None) -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in ("kuber-exec", "trio-websocket", "websockets", "kubernetes"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    found["kubectl"] = None
+    if kubectl is not None:
+        try:
+            done = subprocess.run(
+                [kubectl, "version", "--client", "-o", "json"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            found["kubectl"] = json.loads(done.stdout)["clientVersion"]["gitVersion"]
+        except (OSError, subprocess.SubprocessError, ValueError, KeyError):
+            pass
+    return found
+
+
+def _rows(samples: dict[str, Samples]) -> dict[str, dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for kind, sample in samples.items():
+        rows[kind] = {
+            "label": LABELS[kind],
+            "error": sample.error,
+            "rounds": len(sample.reports),
+            "bytes_per_second": sample.rate if all("bytes" in r for r in sample.reports) else None,
+            **{
+                key: sample.median(key)
+                for key in (
+                    "seconds",
+                    "cpu_seconds",
+                    "peak_rss_kib",
+                    "rss_before_kib",
+                    "median_seconds",
+                    "min_seconds",
+                )
+            },
+        }
+    return rows
+
+
+def results_json(
+    started: datetime.datetime,
+    elapsed: datetime.timedelta,
+    quick: bool,
+    plan: Plan,
+    kubectl: str | None,
+    big: dict[str, Samples],
+    small: dict[str, Samples],
+    latency: dict[str, Samples],
+    table: list[str],
+) -> dict[str, Any]:
+    """The run as JSON: the medians of every row (bytes, seconds, KiB), the plan and machine."""
+    return {
+        "format": 1,
+        "source": "benchmarks/run.py",
+        "started": started.isoformat(timespec="seconds"),
+        "elapsed_seconds": round(elapsed.total_seconds(), 1),
+        "quick": quick,
+        "machine": {
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "cpus": _cpu_count(),
+        },
+        "versions": _versions(kubectl),
+        "plan": attrs.asdict(plan),
+        "throughput": {str(plan.size): _rows(big), str(plan.small_size): _rows(small)},
+        "latency": _rows(latency),
+        "table": table,
+    }
 
 
 def _cpu_count() -> int:
