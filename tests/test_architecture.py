@@ -140,7 +140,8 @@ def test_the_bindings_share_one_implementation() -> None:
     for name in ("ExecService", "InteractiveSession", "ClusterConfig", "ExecRequest"):
         assert getattr(kuber_exec_trio, name) is getattr(kuber_exec_asyncio, name)
     # Only the transport differs.
-    assert kuber_exec_trio.KubernetesBackend is not kuber_exec_asyncio.KubernetesBackend
+    trio_backend: object = kuber_exec_trio.KubernetesBackend
+    assert trio_backend is not kuber_exec_asyncio.KubernetesBackend
     assert (
         kuber_exec_trio.KubernetesBackend.__mro__[1]
         is kuber_exec_asyncio.KubernetesBackend.__mro__[1]

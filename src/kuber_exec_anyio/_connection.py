@@ -65,7 +65,6 @@ class WebSocketExecConnection(ConnectionEnd):
         super().__init__(subprotocol)
         self._transport = transport
         self._receiving = False
-        self._receive_scope: anyio.CancelScope | None = None
 
     async def send_message(self, message: Message) -> None:
         try:
@@ -80,18 +79,13 @@ class WebSocketExecConnection(ConnectionEnd):
             return None
         self._receiving = True
         try:
-            with anyio.CancelScope() as scope:
-                self._receive_scope = scope
-                return await self._transport.receive()
+            return await self._transport.receive()
         except TransportClosed as closed:
             # A no-op when keepalive already ended the connection with its own reason.
             self._end(clean=closed.clean, reason=None)
             return None
         finally:
             self._receiving = False
-            self._receive_scope = None
-        # Reached only when keepalive cancelled the receive: the peer is gone.
-        return None
 
     async def keepalive(self, interval: float, pong_timeout: float) -> None:
         """Ping until cancelled; end the connection when the peer stops answering."""
@@ -104,8 +98,9 @@ class WebSocketExecConnection(ConnectionEnd):
                     return
             if deadline.cancelled_caught and self._receiving:
                 self._end(clean=False, reason=f"no pong from the server within {pong_timeout:g} s")
-                if self._receive_scope is not None:
-                    self._receive_scope.cancel()
+                # Dropping the TCP connection wakes the pending receive (TransportClosed), so
+                # receiving needs no cancel scope of its own on the hot path.
+                self._transport.abort()
                 return
 
 
