@@ -24,6 +24,9 @@ from kuber_exec_core import Stdin as Stdin
 from kuber_exec_core import Stdout as Stdout
 from kuber_exec_core import Workspace as Workspace
 
+from ._audit import AuditEvent as AuditEvent
+from ._audit import JsonLinesAuditLog as JsonLinesAuditLog
+from ._audit import SessionLimits as SessionLimits
 from ._backend import Backend as Backend
 from ._backend import ExecConnection as ExecConnection
 from ._config import ClusterConfig as ClusterConfig
@@ -35,11 +38,14 @@ from ._session import InteractiveSession as InteractiveSession
 #: ``connect_exec``: the service, the seam, and the core's request, frame and error types.
 BINDING_NAMES: tuple[str, ...] = (
     # the service
+    "AuditEvent",
     "Backend",
     "ClusterConfig",
     "ExecConnection",
     "ExecService",
     "InteractiveSession",
+    "JsonLinesAuditLog",
+    "SessionLimits",
     # re-exported from kuber_exec_core
     "Close",
     "Error",

@@ -16,18 +16,28 @@ import anyio
 
 from kuber_exec_core import (
     DEFAULT_SUBPROTOCOLS,
+    Error,
     ExecLimits,
     ExecRequest,
     ExecResult,
     ExecSession,
     ExecStreams,
     ExecuteRun,
+    Exit,
     ResolvedTarget,
     stdin_bytes,
     validate_output_cap,
     validate_queue_capacity,
 )
 
+from ._audit import (
+    AuditHook,
+    AuditRecord,
+    SessionLimits,
+    WorkspaceSlots,
+    audited,
+    enforce_session_limits,
+)
 from ._backend import Backend
 from ._drivers import collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
@@ -44,11 +54,26 @@ class ExecService:
     Args:
         backend: a :class:`Backend` (``KubernetesBackend`` for a real cluster).
         limits: the service's limits (the seed's defaults when ``None``).
+        audit: called with an ``AuditEvent`` when an exec or session starts and when it ends;
+            synchronously, so it must not block (``JsonLinesAuditLog`` queues and writes from a
+            thread); its exceptions are logged and never reach the exec.
+        session_limits: concurrent sessions per workspace, idle timeout and maximum duration
+            of interactive sessions (none by default).
     """
 
-    def __init__(self, backend: Backend, limits: ExecLimits | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        limits: ExecLimits | None = None,
+        *,
+        audit: AuditHook | None = None,
+        session_limits: SessionLimits | None = None,
+    ) -> None:
         self.backend = backend
         self.limits = limits if limits is not None else ExecLimits()
+        self.audit = audit
+        self.session_limits = session_limits if session_limits is not None else SessionLimits()
+        self._slots = WorkspaceSlots(self.session_limits.max_sessions_per_workspace)
 
     def __repr__(self) -> str:
         return f"ExecService({self.backend!r}, {self.limits!r})"
@@ -91,31 +116,39 @@ class ExecService:
             trio.Cancelled, asyncio.CancelledError: the caller was cancelled; the socket is
                 closed first.
         """
-        stdout_limit = validate_output_cap(stdout_cap, "stdout", self.limits)
-        stderr_limit = validate_output_cap(stderr_cap, "stderr", self.limits)
-        stdin_data = None if stdin is None else stdin_bytes(stdin)
-        target = await self.resolve_target(request)
-        streams = ExecStreams(stdin=stdin_data is not None, stdout=True, stderr=True, tty=False)
-        offer = ExecuteRun.subprotocols(stdin=stdin_data is not None)
-        async with self.backend.exec(target, request.command, streams, offer) as connection:
-            run = ExecuteRun(
-                target,
-                connection.subprotocol,
-                stdout_cap=stdout_limit,
-                stderr_cap=stderr_limit,
-                stdin=stdin_data,
+        record = AuditRecord(self.audit, "execute", request, tty=False)
+        with audited(record), self._slots.hold(request.workspace):
+            stdout_limit = validate_output_cap(stdout_cap, "stdout", self.limits)
+            stderr_limit = validate_output_cap(stderr_cap, "stderr", self.limits)
+            stdin_data = None if stdin is None else stdin_bytes(stdin)
+            target = await self.resolve_target(request)
+            record.started(target)
+            streams = ExecStreams(stdin=stdin_data is not None, stdout=True, stderr=True, tty=False)
+            offer = ExecuteRun.subprotocols(stdin=stdin_data is not None)
+            async with self.backend.exec(target, request.command, streams, offer) as connection:
+                run = ExecuteRun(
+                    target,
+                    connection.subprotocol,
+                    stdout_cap=stdout_limit,
+                    stderr_cap=stderr_limit,
+                    stdin=stdin_data,
+                )
+                messages = run.stdin_messages()
+                with single_exception():
+                    async with anyio.create_task_group() as tasks:
+                        if messages:
+                            # Concurrently with reading: a command that echoes a large stdin
+                            # would otherwise fill every buffer and deadlock.
+                            tasks.start_soon(send_quietly, connection, messages)
+                        result = await collect_execute(run, connection)
+                        tasks.cancel_scope.cancel()
+            logger.info("exec in %s/%s exited %d", target.namespace, target.pod, result.exit_code)
+            record.exited(
+                result.exit_code,
+                bytes_in=len(stdin_data or b""),
+                bytes_out=len(result.stdout) + len(result.stderr),
             )
-            messages = run.stdin_messages()
-            with single_exception():
-                async with anyio.create_task_group() as tasks:
-                    if messages:
-                        # Concurrently with reading: a command that echoes a large stdin
-                        # would otherwise fill every buffer and deadlock.
-                        tasks.start_soon(send_quietly, connection, messages)
-                    result = await collect_execute(run, connection)
-                    tasks.cancel_scope.cancel()
-        logger.info("exec in %s/%s exited %d", target.namespace, target.pod, result.exit_code)
-        return result
+            return result
 
     @asynccontextmanager
     async def open_interactive(
@@ -138,26 +171,45 @@ class ExecService:
             ExecError: as :meth:`resolve_target`, ``EXEC_INVALID`` for a bad queue capacity.
         """
         capacity = validate_queue_capacity(queue_capacity, self.limits)
-        target = await self.resolve_target(request)
-        streams = ExecStreams(stdin=stdin, stdout=True, stderr=not tty, tty=tty)
-        async with self.backend.exec(
-            target, request.command, streams, DEFAULT_SUBPROTOCOLS
-        ) as connection:
-            core = ExecSession(
-                connection.subprotocol,
-                tty=tty,
-                stdin=stdin,
-                max_stdin_frame_bytes=self.limits.max_stdin_frame_bytes,
-            )
-            session = InteractiveSession(target, connection, core, capacity)
-            try:
-                with single_exception():
-                    async with anyio.create_task_group() as tasks:
-                        tasks.start_soon(session.run_reader)
-                        try:
-                            yield session
-                        finally:
-                            await session.aclose()
-                            tasks.cancel_scope.cancel()
-            finally:
-                session._dispose()
+        record = AuditRecord(self.audit, "interactive", request, tty=tty)
+        limits = self.session_limits
+        with audited(record), self._slots.hold(request.workspace):
+            target = await self.resolve_target(request)
+            record.started(target)
+            streams = ExecStreams(stdin=stdin, stdout=True, stderr=not tty, tty=tty)
+            async with self.backend.exec(
+                target, request.command, streams, DEFAULT_SUBPROTOCOLS
+            ) as connection:
+                core = ExecSession(
+                    connection.subprotocol,
+                    tty=tty,
+                    stdin=stdin,
+                    max_stdin_frame_bytes=self.limits.max_stdin_frame_bytes,
+                )
+                session = InteractiveSession(target, connection, core, capacity)
+                try:
+                    with single_exception():
+                        async with anyio.create_task_group() as tasks:
+                            tasks.start_soon(session.run_reader)
+                            if limits.idle_timeout is not None or limits.max_duration is not None:
+                                tasks.start_soon(enforce_session_limits, session, limits)
+                            try:
+                                yield session
+                            finally:
+                                await session.aclose()
+                                tasks.cancel_scope.cancel()
+                finally:
+                    _record_session_end(record, session)
+                    session._dispose()
+
+
+def _record_session_end(record: AuditRecord, session: InteractiveSession) -> None:
+    """The ``ended`` event of an interactive session: how it ended, and the bytes it moved."""
+    counts = {"bytes_in": session._bytes_in, "bytes_out": session._bytes_out}
+    terminal = session._terminal
+    if isinstance(terminal, Exit):
+        record.exited(terminal.exit_code, **counts)
+    elif isinstance(terminal, Error):
+        record.failed(terminal.code, terminal.message, **counts)
+    else:
+        record.closed(**counts)

@@ -14,9 +14,17 @@ import anyio
 from kuber_exec_core import (
     ClientFrame,
     Close,
+    Error,
+    ExecError,
+    ExecErrorCode,
     ExecSession,
+    Exit,
+    Resize,
     ResolvedTarget,
     ServerFrame,
+    Stderr,
+    Stdin,
+    Stdout,
     Subprotocol,
 )
 from kuber_exec_core.state import SessionState
@@ -53,6 +61,14 @@ class InteractiveSession:
         )
         self._send_lock = anyio.Lock()
         self._reader_scope = anyio.CancelScope()
+        # For the audit events and the session limits (kuber_exec_anyio._audit): stdin bytes
+        # sent, output bytes received, the time of the last of either (or of a resize), the
+        # terminal frame received, and the Error a service limit ended the session with.
+        self._bytes_in = 0
+        self._bytes_out = 0
+        self._last_activity = anyio.current_time()
+        self._terminal: Exit | Error | None = None
+        self._ended_by: Error | None = None
 
     def __repr__(self) -> str:
         return (
@@ -73,9 +89,17 @@ class InteractiveSession:
                 ``EXEC_INVALID`` for a frame the session cannot carry (nothing is sent);
                 ``EXEC_FAILED`` when the connection broke while sending.
         """
+        if self._ended_by is not None and not isinstance(frame, Close):
+            raise ExecError(
+                ExecErrorCode.ABORTED, f"the session has ended: {self._ended_by.message}"
+            )
         # The core validates and accounts for the frame before anything is written; the lock
         # is taken with no checkpoint in between, so frames go out in the order they came.
         messages = self._session.send(frame)
+        if isinstance(frame, Stdin | Resize):
+            self._last_activity = anyio.current_time()
+            if isinstance(frame, Stdin):
+                self._bytes_in += len(frame.data)
         if self._session.state is SessionState.CLOSED:
             self._release()
             return
@@ -103,9 +127,24 @@ class InteractiveSession:
 
     async def run_reader(self) -> None:
         """The reader task: core events into the bounded stream until the terminal frame."""
-        with self._reader_scope:
-            async with self._frames_in:
+        async with self._frames_in:
+            with self._reader_scope:
                 await pump_session(self._session, self._connection, self._deliver)
+            if self._ended_by is not None:
+                await self._deliver(self._ended_by)  # A service limit: the terminal frame.
+
+    @property
+    def _finished(self) -> bool:
+        # Nothing more will be read: the session ended, was closed, or a limit ended it.
+        return self._session.is_finished or self._ended_by is not None
+
+    def _end_with(self, error: Error) -> None:
+        """For the service's limits: stop reading and deliver ``error`` as the terminal frame."""
+        if self._finished:
+            return
+        self._ended_by = error
+        self._terminal = error
+        self._reader_scope.cancel()
 
     def _dispose(self) -> None:
         """For the owner, once the reader has stopped: release the frame stream's receiving end."""
@@ -117,6 +156,11 @@ class InteractiveSession:
         self._reader_scope.cancel()
 
     async def _deliver(self, frame: ServerFrame) -> bool:
+        if isinstance(frame, Stdout | Stderr):
+            self._bytes_out += len(frame.data)
+            self._last_activity = anyio.current_time()
+        elif isinstance(frame, Exit | Error) and self._terminal is None:
+            self._terminal = frame
         try:
             await self._frames_in.send(frame)
         except anyio.BrokenResourceError:

@@ -6,6 +6,7 @@ WebSocket. It exports the same names as every other runtime binding.
 """
 
 from kuber_exec_anyio import BINDING_NAMES as _BINDING_NAMES
+from kuber_exec_anyio import AuditEvent as AuditEvent
 from kuber_exec_anyio import Backend as Backend
 from kuber_exec_anyio import Close as Close
 from kuber_exec_anyio import ClusterConfig as ClusterConfig
@@ -20,8 +21,10 @@ from kuber_exec_anyio import ExecResult as ExecResult
 from kuber_exec_anyio import ExecService as ExecService
 from kuber_exec_anyio import Exit as Exit
 from kuber_exec_anyio import InteractiveSession as InteractiveSession
+from kuber_exec_anyio import JsonLinesAuditLog as JsonLinesAuditLog
 from kuber_exec_anyio import Resize as Resize
 from kuber_exec_anyio import ResolvedTarget as ResolvedTarget
+from kuber_exec_anyio import SessionLimits as SessionLimits
 from kuber_exec_anyio import Stderr as Stderr
 from kuber_exec_anyio import Stdin as Stdin
 from kuber_exec_anyio import Stdout as Stdout
