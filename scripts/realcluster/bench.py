@@ -1,0 +1,247 @@
+"""Benchmarks on the real cluster: kuber-exec next to kubectl and the official client, same pod.
+
+Run inside the cluster's network namespace with the cluster up (``make realcluster`` first):
+
+    nsenter --net=/run/netns/kuber-rc .venv/bin/python scripts/realcluster/bench.py
+
+or ``make -f mk/realcluster.mk realcluster-bench``. Needs the tier's workloads (the ``shell``
+Deployment of namespace kx-target): it applies them if the tests have not.
+
+Measured, each a median of a few rounds, interleaved so a noisy neighbour slows all alike:
+- throughput of ``head -c N /dev/zero`` (stdout bytes per second): kuber-exec ``execute`` and
+  ``open_interactive`` (trio and asyncio), ``kubectl exec`` (SPDY: the 1.32 client falls back),
+  and the official ``kubernetes`` client's ``stream()``;
+- latency of ``true``: kuber-exec ``execute`` with full resolution (GET Deployment, LIST pods,
+  GET ReplicaSet, WebSocket), ``kubectl exec`` on the pod (a process each time), the official
+  client's ``stream()`` on the pod.
+Ratios are kuber-exec over the other client (> 1: kuber-exec faster). Benchmarks, not tests: this
+prints figures and exits 0 unless a measurement could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+from realcluster import kube  # noqa: E402  (the tier's helpers: cluster.json, workloads)
+
+MB = 1_000_000
+
+
+def request(adapter: Any, command: list[str]) -> Any:
+    return adapter.ExecRequest(
+        workspace=adapter.Workspace(project="kx-target", uid=kube.WS_MAIN),
+        deployment="shell",
+        command=command,
+        container=None,
+    )
+
+
+def head(size: int) -> list[str]:
+    return ["head", "-c", str(size), "/dev/zero"]
+
+
+async def kuber(adapter: Any, kubeconfig: str, kind: str, size: int, iterations: int) -> float:
+    cap = max(size, 1 << 20)
+    limits = adapter.ExecLimits(max_output_cap_bytes=cap, default_output_cap_bytes=cap)
+    async with adapter.KubernetesBackend.from_kubeconfig(kubeconfig, None) as backend:
+        service = adapter.ExecService(backend, limits)
+        await service.execute(request(adapter, ["true"]))  # one-time costs (pool, TLS)
+        if kind == "latency":
+            samples = []
+            for _ in range(iterations):
+                start = time.perf_counter()
+                result = await service.execute(request(adapter, ["true"]))
+                samples.append(time.perf_counter() - start)
+                assert result.exit_code == 0
+            return statistics.median(samples)
+        start = time.perf_counter()
+        if kind == "execute":
+            result = await service.execute(request(adapter, head(size)))
+            received = len(result.stdout)
+        else:
+            received = 0
+            async with service.open_interactive(request(adapter, head(size)), tty=False) as s:
+                async for frame in s:
+                    if isinstance(frame, adapter.Stdout):
+                        received += len(frame.data)
+        seconds = time.perf_counter() - start
+        assert received == size, received
+        return size / seconds
+
+
+def run_kuber(runtime: str, kubeconfig: str, kind: str, size: int, iterations: int) -> float:
+    if runtime == "trio":
+        import trio
+
+        import kuber_exec_trio
+
+        return trio.run(kuber, kuber_exec_trio, kubeconfig, kind, size, iterations)
+    import kuber_exec_asyncio
+
+    return asyncio.run(kuber(kuber_exec_asyncio, kubeconfig, kind, size, iterations))
+
+
+def kubectl_argv(cluster: kube.Cluster, pod: str, command: list[str]) -> list[str]:
+    return [
+        kube.KUBECTL, "--kubeconfig", cluster.kubeconfig("admin"),
+        "exec", "-n", cluster.main_ns, pod, "-c", "main", "--", *command,
+    ]  # fmt: skip
+
+
+def run_kubectl(cluster: kube.Cluster, pod: str, kind: str, size: int, iterations: int) -> float:
+    if kind == "latency":
+        samples = []
+        for _ in range(iterations):
+            start = time.perf_counter()
+            subprocess.run(kubectl_argv(cluster, pod, ["true"]), capture_output=True, check=True)
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples)
+    start = time.perf_counter()
+    with subprocess.Popen(
+        kubectl_argv(cluster, pod, head(size)), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    ) as child:
+        assert child.stdout is not None
+        received = 0
+        while chunk := child.stdout.read(1 << 20):
+            received += len(chunk)
+    seconds = time.perf_counter() - start
+    assert received == size, received
+    return size / seconds
+
+
+def run_official(cluster: kube.Cluster, pod: str, kind: str, size: int, iterations: int) -> float:
+    from kubernetes import client, config
+    from kubernetes.stream import stream
+
+    configuration = client.Configuration()
+    config.load_kube_config(
+        config_file=cluster.kubeconfig("admin"), client_configuration=configuration
+    )
+    api = client.CoreV1Api(client.ApiClient(configuration))
+
+    def once(command: list[str]) -> str:
+        out: str = stream(
+            api.connect_get_namespaced_pod_exec, pod, cluster.main_ns, command=command,
+            container="main", stderr=True, stdin=False, stdout=True, tty=False,
+            _preload_content=True,
+        )  # fmt: skip
+        return out
+
+    once(["true"])
+    if kind == "latency":
+        samples = []
+        for _ in range(iterations):
+            start = time.perf_counter()
+            once(["true"])
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples)
+    start = time.perf_counter()
+    out = once(head(size))
+    seconds = time.perf_counter() - start
+    assert len(out) == size, len(out)
+    return size / seconds
+
+
+def measure_in_child(args: list[str]) -> float:
+    """One measurement in a fresh interpreter (its own memory, no shared event loop)."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--one", *args], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"measurement {args} failed: {done.stderr[-2000:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["value"])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bytes", type=int, default=20 * MB, help="throughput output size")
+    parser.add_argument("--official-bytes", type=int, default=4 * MB)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--iterations", type=int, default=20, help="latency samples")
+    parser.add_argument("--one", nargs=3, metavar=("CLIENT", "KIND", "SIZE"))
+    args = parser.parse_args()
+    reason = kube.cluster_unavailable_reason()
+    if reason:
+        print(f"real-cluster benchmark: cluster unavailable: {reason}", file=sys.stderr)
+        return 2
+    cluster = kube.load_cluster()
+    if args.one:
+        client_name, kind, size_text = args.one
+        size = int(size_text)
+        pod = os.environ["KX_BENCH_POD"]
+        if client_name in ("trio", "asyncio"):
+            value = run_kuber(client_name, cluster.kubeconfig("admin"), kind, size, args.iterations)
+        elif client_name == "kubectl":
+            value = run_kubectl(cluster, pod, kind, size, args.iterations)
+        else:
+            value = run_official(cluster, pod, kind, size, args.iterations)
+        print(json.dumps({"value": value}))
+        return 0
+
+    kube.make_workloads(cluster)
+    pods = kube.pods_of(cluster, cluster.main_ns, "app=shell,tier=exec,!role")
+    pod = next(p["metadata"]["name"] for p in pods if kube.is_ready(p))
+    os.environ["KX_BENCH_POD"] = pod
+    plan = [
+        ("trio", "execute", args.bytes),
+        ("asyncio", "execute", args.bytes),
+        ("trio", "interactive", args.bytes),
+        ("asyncio", "interactive", args.bytes),
+        ("kubectl", "throughput", args.bytes),
+        ("official", "throughput", args.official_bytes),
+        ("trio", "latency", 0),
+        ("asyncio", "latency", 0),
+        ("kubectl", "latency", 0),
+        ("official", "latency", 0),
+    ]
+    values: dict[tuple[str, str], list[float]] = {}
+    for _ in range(args.rounds):
+        for client_name, kind, size in plan:
+            value = measure_in_child([client_name, kind, str(size)])
+            values.setdefault((client_name, kind), []).append(value)
+    med = {key: statistics.median(v) for key, v in values.items()}
+    print(
+        f"\nReal cluster (Kubernetes {cluster.info['version']}, pod {pod}), medians of "
+        f"{args.rounds} rounds; throughput of head -c N /dev/zero, latency of `true`\n"
+    )
+    print(f"{'client':40} {'MB/s':>8} {'vs kubectl':>11} {'vs official':>12}")
+    for client_name, kind in [("trio", "execute"), ("asyncio", "execute"),
+                              ("trio", "interactive"), ("asyncio", "interactive")]:  # fmt: skip
+        rate = med[(client_name, kind)]
+        print(
+            f"{'kuber-exec ' + client_name + ' ' + kind:40} {rate / MB:8.1f} "
+            f"{rate / med[('kubectl', 'throughput')]:10.2f}x "
+            f"{rate / med[('official', 'throughput')]:11.1f}x"
+        )
+    print(f"{'kubectl exec (SPDY)':40} {med[('kubectl', 'throughput')] / MB:8.1f}")
+    official_rate = med[("official", "throughput")] / MB
+    print(
+        f"{'official stream() (' + str(args.official_bytes // MB) + ' MB)':40} {official_rate:8.1f}"
+    )
+    print(f"\n{'latency of true':40} {'ms':>8} {'kubectl/ours':>13} {'official/ours':>14}")
+    for client_name in ("trio", "asyncio"):
+        ours = med[(client_name, "latency")]
+        print(
+            f"{'kuber-exec ' + client_name + ' execute (resolves)':40} {ours * 1000:8.1f} "
+            f"{med[('kubectl', 'latency')] / ours:12.2f}x "
+            f"{med[('official', 'latency')] / ours:13.2f}x"
+        )
+    print(f"{'kubectl exec (a process)':40} {med[('kubectl', 'latency')] * 1000:8.1f}")
+    print(f"{'official stream() (pod known)':40} {med[('official', 'latency')] * 1000:8.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
