@@ -51,7 +51,8 @@ class KubernetesBackend:
     Args:
         config: where the API server is and how to authenticate.
         request_timeout: seconds for each REST read and for the WebSocket connect.
-        ping_interval, pong_timeout: keepalive; ``ping_interval=None`` disables it.
+        ping_interval: seconds between keepalive pings; ``None`` disables the keepalive.
+        pong_timeout: seconds to wait for each ping's pong before the peer counts as dead.
         transport: the WebSocket transport (the binding's own when ``None``).
     """
 

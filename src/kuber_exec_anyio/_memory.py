@@ -54,7 +54,7 @@ class ExecCall:
 
 
 class MemoryExecConnection:
-    """An :class:`~kuber_exec_core.ExecConnection` replaying scripted server messages."""
+    """An :class:`~kuber_exec_anyio.ExecConnection` replaying scripted server messages."""
 
     def __init__(
         self,
@@ -106,7 +106,7 @@ Script = Sequence[Message] | Callable[[ExecCall], Sequence[Message]]
 
 
 class MemoryBackend:
-    """A :class:`~kuber_exec_core.Backend` with no I/O.
+    """A :class:`~kuber_exec_anyio.Backend` with no I/O.
 
     Args:
         respond: answers each REST ``ApiGet`` (404 ``Status`` for what does not exist).

@@ -1,4 +1,4 @@
-"""The exec WebSocket on asyncio: a :class:`WebSocketTransport` over ``websockets``.
+"""The exec WebSocket on asyncio: a ``WebSocketTransport`` over ``websockets``.
 
 ``open_asyncio_transport`` opens the upgrade with the ``websockets`` library's asyncio client,
 reports a refused upgrade with the seed's errors, and hands the shared connection code

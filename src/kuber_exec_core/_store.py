@@ -2,8 +2,8 @@
 
 :class:`WatchStore` holds three :class:`~kuber_exec_core._watch.Reflector` per watched namespace
 and answers the two questions target resolution asks the backend seam, ``get_deployment`` and
-``list_pods``, the way the REST plans answer them (:class:`~kuber_exec_core.DeploymentLookup`,
-:class:`~kuber_exec_core.PodListing`): the same snapshots, the same selector semantics, owners
+``list_pods``, the way the REST plans answer them (:class:`~kuber_exec_core.kube.DeploymentLookup`,
+:class:`~kuber_exec_core.kube.PodListing`): the same snapshots, the same selector semantics, owners
 resolved by the same :func:`resolve_pod_owners` through the ReplicaSet controller chain. So
 :meth:`WatchStore.resolve_target` gives the target (or the error) a REST resolution of the same
 state gives.
@@ -137,7 +137,7 @@ class WatchStore:
         return watch
 
     def get_deployment(self, namespace: str, name: str) -> Deployment | None:
-        """The Deployment named ``name``, or ``None``: :class:`DeploymentLookup`'s answer.
+        """The Deployment named ``name``, or ``None``: ``DeploymentLookup``'s answer.
 
         Raises:
             ExecError: ``EXEC_FAILED`` when ``namespace`` is not synced (check :meth:`synced`).

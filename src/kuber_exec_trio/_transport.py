@@ -1,4 +1,4 @@
-"""The exec WebSocket on trio: a :class:`WebSocketTransport` over trio-websocket.
+"""The exec WebSocket on trio: a ``WebSocketTransport`` over trio-websocket.
 
 ``open_trio_transport`` opens the upgrade on its own TCP/TLS stream, reports a refused upgrade
 with the seed's errors, and hands the shared connection code (``kuber_exec_anyio.transport``)
