@@ -1,13 +1,16 @@
 """Runtime-neutral drivers: coroutines that only await the backend seam's protocols.
 
-They start no tasks, read no clock and touch no socket themselves: every await is on a
-``Backend`` or ``ExecConnection`` method or on a callback, so the same code runs under trio and
-asyncio. Keeping them here is what lets the two adapters differ only in runtime idioms.
+They start no tasks and touch no socket themselves: every await is on a ``Backend`` or
+``ExecConnection`` method or on a callback (and one anyio deadline, :data:`STATUS_END_TIMEOUT`),
+so the same code runs under trio and asyncio. Keeping them here is what lets the two adapters
+differ only in runtime idioms.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+
+import anyio
 
 from kuber_exec_core import (
     NEED_DATA,
@@ -29,7 +32,18 @@ from kuber_exec_core.channels import Message
 
 from ._backend import Backend, ExecConnection
 
-__all__ = ["collect_execute", "pump_session", "resolve_target", "send_quietly"]
+__all__ = [
+    "STATUS_END_TIMEOUT",
+    "collect_execute",
+    "pump_session",
+    "resolve_target",
+    "send_quietly",
+]
+
+#: Once part of a status has arrived (pre-v4 failure text, which ends only with the connection,
+#: or the start of a v4/v5 Status split over messages), how long to wait for the rest before
+#: ending the run with what arrived. A whole v4/v5 Status ends the run at once.
+STATUS_END_TIMEOUT = 2.0
 
 
 async def resolve_target(
@@ -52,7 +66,19 @@ async def resolve_target(
 
 
 async def _feed(session: ExecSession, connection: ExecConnection) -> None:
-    message = await connection.receive_message()
+    message: Message | None = None
+    if session.status_pending:
+        # A server that sent its status and never closes must not hold the run open.
+        with anyio.move_on_after(STATUS_END_TIMEOUT) as deadline:
+            message = await connection.receive_message()
+        if deadline.cancelled_caught:
+            session.connection_closed(
+                clean=False,
+                reason=f"the exec status did not end within {STATUS_END_TIMEOUT:g} s",
+            )
+            return
+    else:
+        message = await connection.receive_message()
     if message is None:
         session.connection_closed(clean=connection.closed_cleanly, reason=connection.close_reason)
     else:

@@ -36,7 +36,7 @@ from ._state import (
     SessionInput,
     SessionState,
 )
-from ._status import parse_status
+from ._status import StatusStream
 from ._subprotocols import Subprotocol
 
 __all__ = ["NEED_DATA", "SESSION_ENDED", "ExecSession", "SessionSignal", "chunk_stdin"]
@@ -94,6 +94,7 @@ class ExecSession:
         self._transport_ended = False
         self._transport_clean = False
         self._transport_reason: str | None = None
+        self._status = StatusStream(subprotocol)
 
     def __repr__(self) -> str:
         return (
@@ -110,6 +111,13 @@ class ExecSession:
     def is_finished(self) -> bool:
         """Whether nothing more will be yielded (ENDED or CLOSED)."""
         return self._state in TERMINAL_STATES
+
+    @property
+    def status_pending(self) -> bool:
+        """Whether part of a status arrived and its end has not: a pre-v4 failure text (which
+        ends only with the connection) or a v4/v5 Status split over messages. A driver bounds
+        how long it waits for the rest, then calls ``connection_closed``."""
+        return not self.is_finished and self._status.pending
 
     # -- received side -------------------------------------------------------------------------
 
@@ -162,10 +170,14 @@ class ExecSession:
         if channel == Channel.STDERR:
             return Stderr(payload)
         if channel == Channel.ERROR:
-            return parse_status(self.subprotocol, payload)
+            # A byte stream, not a message (protocol.md §4): the frame comes once it is whole.
+            return self._status.feed(payload)
         return None  # Unknown channels are ignored, as the server ignores ours.
 
     def _end_of_stream(self) -> ServerFrame:
+        status = self._status.finish(self._transport_reason)
+        if status is not None:
+            return status
         detail = f" ({self._transport_reason})" if self._transport_reason else ""
         if self.subprotocol.has_structured_status:
             return Error(

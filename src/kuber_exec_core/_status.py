@@ -1,6 +1,6 @@
 """The status channel (3): parse what a server reports, and build what a server sends.
 
-protocol.md §4. v4/v5 send one ``metav1.Status`` JSON: ``Success`` is exit 0;
+docs/protocol.md. v4/v5 send one ``metav1.Status`` JSON: ``Success`` is exit 0;
 ``NonZeroExitCode`` carries the code in the ``details.causes[]`` entry whose ``reason`` is
 ``ExitCode`` (wherever it is in the list: taking ``causes[0]`` is a peer's bug); anything else is a
 failure to run (``EXEC_FAILED`` with the Status message). Pre-v4 subprotocols send plain text on
@@ -18,7 +18,9 @@ from ._frames import Error, Exit
 from ._subprotocols import Subprotocol
 
 __all__ = [
+    "MAX_STATUS_BYTES",
     "NON_ZERO_EXIT_CODE_REASON",
+    "StatusStream",
     "parse_status",
     "status_exit_code",
     "status_failure",
@@ -79,8 +81,102 @@ def parse_status(subprotocol: Subprotocol, payload: bytes) -> Exit | Error:
     return Error(ExecErrorCode.FAILED, message or reason or "Kubernetes exec failed")
 
 
+#: A Status is a few hundred bytes; more than this on channel 3 is not one (bounded buffering).
+MAX_STATUS_BYTES = 1024 * 1024
+
+_WHITESPACE = frozenset(b" \t\r\n")
+_OPEN_BRACE, _CLOSE_BRACE, _QUOTE, _BACKSLASH = b'{}"\\'
+
+
+class StatusStream:
+    """Channel 3 as the byte stream it is (protocol.md §4): a Status may arrive in any number of
+    messages, split at any byte.
+
+    v4/v5: the payloads are accumulated and the Status is parsed as soon as they form a whole
+    JSON object (a brace-depth scan that knows strings and escapes, linear in the bytes), so a
+    server that sends its Status and never closes still ends the run. Bytes that cannot start an
+    object are a protocol error at once; an incomplete object waits for more or for
+    :meth:`finish`. Pre-v4: failure text has no end marker, so it is accumulated until
+    :meth:`finish` (the connection's end). Never more than :data:`MAX_STATUS_BYTES` is kept.
+    """
+
+    def __init__(self, subprotocol: Subprotocol) -> None:
+        self.subprotocol = subprotocol
+        self._buffer = bytearray()
+        self._started = False
+        self._depth = 0
+        self._in_string = False
+        self._escaped = False
+
+    @property
+    def pending(self) -> bool:
+        """Whether status bytes arrived and no terminal frame was decided yet."""
+        return bool(self._buffer)
+
+    def feed(self, payload: bytes) -> Exit | Error | None:
+        """Add one channel-3 payload; the terminal frame once the Status is whole, else None."""
+        if len(self._buffer) + len(payload) > MAX_STATUS_BYTES:
+            return Error(
+                ExecErrorCode.FAILED,
+                f"Kubernetes exec protocol error: the status exceeds {MAX_STATUS_BYTES} bytes",
+            )
+        start = len(self._buffer)
+        self._buffer += payload
+        if not self.subprotocol.has_structured_status:
+            return None
+        if self._scan(start):
+            # The whole of the current message is parsed with the object, so that one-message
+            # statuses are judged exactly as before (trailing bytes included).
+            return parse_status(self.subprotocol, bytes(self._buffer))
+        return None
+
+    def finish(self, reason: str | None = None) -> Exit | Error | None:
+        """The stream ended: the terminal frame for what accumulated, or None if nothing did."""
+        if not self._buffer:
+            return None
+        if not self.subprotocol.has_structured_status:
+            return parse_status(self.subprotocol, bytes(self._buffer))
+        detail = f"; {reason}" if reason else ""
+        preview = bytes(self._buffer[:200]).decode("utf-8", errors="replace")
+        return Error(
+            ExecErrorCode.FAILED,
+            "exit status unknown: the connection closed in the middle of the exec status "
+            f"({len(self._buffer)} bytes: {preview!r}{detail})",
+        )
+
+    def _scan(self, start: int) -> bool:
+        """Scan the bytes from ``start``; True when the buffer holds a whole object, or bytes
+        that cannot be the start of one (both are decided by parsing)."""
+        buffer = self._buffer
+        for index in range(start, len(buffer)):
+            byte = buffer[index]
+            if not self._started:
+                if byte in _WHITESPACE:
+                    continue
+                if byte != _OPEN_BRACE:
+                    return True
+                self._started = True
+                self._depth = 1
+            elif self._in_string:
+                if self._escaped:
+                    self._escaped = False
+                elif byte == _BACKSLASH:
+                    self._escaped = True
+                elif byte == _QUOTE:
+                    self._in_string = False
+            elif byte == _QUOTE:
+                self._in_string = True
+            elif byte == _OPEN_BRACE or byte == 0x5B:  # '{' or '['
+                self._depth += 1
+            elif byte == _CLOSE_BRACE or byte == 0x5D:  # '}' or ']'
+                self._depth -= 1
+                if self._depth == 0:
+                    return True
+        return False
+
+
 def _go_json(value: object) -> bytes:
-    # encoding/json's HTML-safe escaping, as a real server writes it (protocol.md §4: `\u003e`).
+    # encoding/json's HTML-safe escaping, as a real server writes it (docs/protocol.md).
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     for char, escaped in (
         ("<", "\\u003c"),

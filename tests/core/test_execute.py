@@ -236,6 +236,9 @@ def test_cap_accounting(
     elif ending == "failure":
         payload = status_failure("no") if structured else b"no"
         execute.receive_message(kt.frame_message(subprotocol, 3, payload))
+        if not structured:
+            # Pre-v4 failure text has no end marker: it is whole when the connection ends.
+            execute.connection_closed(clean=True)
     else:
         execute.connection_closed(clean=False)
     if expected_limit is not None:

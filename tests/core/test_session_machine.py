@@ -47,6 +47,8 @@ class SessionMachine(RuleBasedStateMachine):
         self.transport_ended = False
         self.terminals = 0
         self.closed_early = False
+        # Pre-v4 failure text: channel 3 is a byte stream with no end marker but the close.
+        self.status_text = b""
 
     @initialize(
         subprotocol=st.sampled_from(Subprotocol),
@@ -86,8 +88,11 @@ class SessionMachine(RuleBasedStateMachine):
         expected: ServerFrame
         if self.subprotocol not in STRUCTURED:
             payload = text.encode()
-            expected = Error(ExecErrorCode.FAILED, text.strip() or "Kubernetes exec failed")
-        elif code == 0:
+            if not self.finished and not self.transport_ended:
+                self.status_text += payload
+            self._receive(3, payload, None)
+            return
+        if code == 0:
             payload = b'{"metadata":{},"status":"Success"}'
             expected = Exit(0)
         elif code == 255:
@@ -118,8 +123,11 @@ class SessionMachine(RuleBasedStateMachine):
         self.transport_ended = True
         if any(isinstance(f, Exit | Error) for f in self.queue):
             return
-        if self.subprotocol in STRUCTURED:
-            end: ServerFrame = Error(
+        if self.status_text:
+            text = self.status_text.decode().strip()
+            end: ServerFrame = Error(ExecErrorCode.FAILED, text or "Kubernetes exec failed")
+        elif self.subprotocol in STRUCTURED:
+            end = Error(
                 ExecErrorCode.FAILED,
                 "exit status unknown: the connection closed before the exec status arrived",
             )

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import pytest
 import trio
 from hypothesis import given
@@ -24,6 +26,7 @@ from kuber_exec_core.testing import (
     DeploymentScenario,
     ServerScript,
     deployment_scenarios,
+    frame_message,
     server_scripts,
 )
 
@@ -154,3 +157,82 @@ def _single_pod_cluster() -> Callable[[Any], Any]:
         return ApiResponse(status=200, body=json.dumps(body).encode())
 
     return respond
+
+
+class _NeverClosing:
+    """A scripted connection whose server, after its script, neither sends nor closes."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+        self.subprotocol = connection.subprotocol
+        self.closed_cleanly = False
+        self.close_reason = None
+
+    async def send_message(self, message: Any) -> None:
+        await self._connection.send_message(message)
+
+    async def receive_message(self) -> Any:
+        message = await self._connection.receive_message()
+        if message is None:
+            await anyio.sleep_forever()
+        return message
+
+
+def _never_closing(backend: Any) -> Any:
+    original = backend.exec
+
+    @asynccontextmanager
+    async def exec_(*args: Any) -> AsyncIterator[Any]:
+        async with original(*args) as connection:
+            yield _NeverClosing(connection)
+
+    backend.exec = exec_
+    return backend
+
+
+STATUS = b'{"metadata":{},"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"4"}]}}'  # noqa: E501
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+@pytest.mark.parametrize(
+    ("subprotocol", "status", "outcome"),
+    [
+        # A whole Status in pieces: the exit code, without waiting for a close.
+        (Subprotocol.V5, [STATUS[:17], STATUS[17:60], STATUS[60:]], 4),
+        (Subprotocol.V4, [STATUS[:1], STATUS[1:]], 4),
+        # The start of a Status and then silence: a bounded, explained failure.
+        (Subprotocol.V4, [STATUS[:30]], "the exec status did not end within 2 s"),
+    ],
+)
+def test_a_status_and_a_server_that_never_closes_end_the_run(
+    name: str, subprotocol: Subprotocol, status: list[bytes], outcome: int | str
+) -> None:
+    from kuber_exec_anyio._drivers import STATUS_END_TIMEOUT
+
+    adapter, testing, run = ADAPTERS[name]
+    messages = [frame_message(subprotocol, 3, piece) for piece in status]
+    backend = _never_closing(
+        testing.MemoryBackend(_single_pod_cluster(), messages, subprotocols=[subprotocol])
+    )
+    request = adapter.ExecRequest(
+        workspace=adapter.Workspace(project="demo", uid="demo-uid"), deployment="web", command=["x"]
+    )
+
+    async def main() -> tuple[Any, float]:
+        start = anyio.current_time()
+        with anyio.fail_after(STATUS_END_TIMEOUT + 5):
+            try:
+                result: Any = await adapter.ExecService(backend).execute(request)
+            except ExecError as error:
+                result = error
+        return result, anyio.current_time() - start
+
+    result, elapsed = run(main)
+    if isinstance(outcome, int):
+        assert isinstance(result, ExecResult)
+        assert result.exit_code == outcome
+        assert elapsed < STATUS_END_TIMEOUT / 2
+    else:
+        assert isinstance(result, ExecError)
+        assert outcome in result.message
+        assert elapsed < STATUS_END_TIMEOUT + 1
