@@ -1,0 +1,185 @@
+"""MkDocs hook: the site's diagrams, drawn by Graphviz at build time (no network, no JavaScript).
+
+- ``state-machine``: generated from ``kuber_exec_core.state`` (``TRANSITIONS``,
+  ``TERMINAL_STATES``), the same table ``state_diagram()`` turns into Mermaid text;
+- ``architecture``: the packages, their imports (read from ``src/`` with ``ast``) and the path of
+  one exec's data from the app to the pod's process and back.
+
+A page asks for a diagram with an HTML comment on a line of its own, ``<!-- diagram: NAME -->``;
+the hook replaces it with the SVG inline (so its text is in the page, searchable and selectable)
+and also writes ``diagrams/NAME.svg`` into the site. Needs Graphviz's ``dot`` on ``PATH``
+(Debian: ``apt-get install graphviz``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
+
+from kuber_exec_core.state import TERMINAL_STATES, TRANSITIONS, SessionState
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+MARKER = re.compile(r"<!--\s*diagram:\s*([a-z0-9-]+)\s*-->")
+FONT = "Helvetica,Arial,sans-serif"
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def state_machine_dot() -> str:
+    """The session state table as DOT: one edge per (from, to) pair, labelled with its inputs."""
+    edges: dict[tuple[SessionState, SessionState], list[str]] = {}
+    for (state, event), target in TRANSITIONS.items():
+        edges.setdefault((state, target), []).append(event.value)
+    lines = [
+        "digraph session_states {",
+        f'  graph [rankdir=LR, fontname="{FONT}", bgcolor="transparent", nodesep=0.6];',
+        f'  node [shape=box, style="rounded,filled", fillcolor="#e8eaf6", fontname="{FONT}"];',
+        f'  edge [fontname="{FONT}", fontsize=11];',
+        '  start [shape=circle, width=0.25, label="", style=filled, fillcolor=black];',
+        '  finish [shape=doublecircle, width=0.2, label="", style=filled, fillcolor=black];',
+        f"  start -> {SessionState.OPEN.name};",
+    ]
+    for state in SessionState:
+        lines.append(f"  {state.name} [label={_quote(state.name)}];")
+    for (state, target), events in edges.items():
+        label = "\\n".join(events)
+        lines.append(f'  {state.name} -> {target.name} [label="{label}"];')
+    for state in SessionState:
+        if state in TERMINAL_STATES:
+            lines.append(f"  {state.name} -> finish;")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+#: The packages drawn, in layers from the app down, with what each is.
+PACKAGES: dict[str, str] = {
+    "kuber_exec_cli": "the kuber-exec command",
+    "kuber_exec_trio": "trio binding\\n(trio-websocket)",
+    "kuber_exec_asyncio": "asyncio binding\\n(websockets)",
+    "kuber_exec_anyio": "async layer on anyio\\nExecService · InteractiveSession\\n"
+    "KubernetesBackend (REST over httpx)\\nexec connection (keepalive, bounded close)",
+    "kuber_exec_core": "sans-IO core: every rule, no I/O\\nvalidation · limits · targeting plans\\n"
+    "channel codec · ExecSession state table",
+    "kuber_exec_sandbox": "sandbox API server\\n(loopback, for demos and tests)",
+}
+
+
+def package_imports(src: Path = SRC) -> set[tuple[str, str]]:
+    """(importer, imported) pairs between the project's packages, read from the source."""
+    pairs: set[tuple[str, str]] = set()
+    for package in PACKAGES:
+        for path in sorted((src / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                names: Iterable[str] = ()
+                if isinstance(node, ast.Import):
+                    names = (alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = (node.module,)
+                for name in names:
+                    top = name.partition(".")[0]
+                    if top in PACKAGES and top != package:
+                        pairs.add((package, top))
+    return pairs
+
+
+def architecture_dot(src: Path = SRC) -> str:
+    """The packages (grey dashed edges: what imports what) and one exec's data path (blue)."""
+    data = 'color="#1a56db", fontcolor="#1a56db", penwidth=2'
+    lines = [
+        "digraph architecture {",
+        f'  graph [rankdir=TB, fontname="{FONT}", bgcolor="transparent", nodesep=0.5,'
+        " ranksep=0.55, newrank=true];",
+        f'  node [shape=box, style="rounded,filled", fillcolor="#e8eaf6", fontname="{FONT}",'
+        " fontsize=11];",
+        f'  edge [fontname="{FONT}", fontsize=10];',
+        '  app [label="your app\\n(trio or asyncio)", fillcolor="#fff3e0"];',
+    ]
+    for package, what in PACKAGES.items():
+        lines.append(f'  {package} [label="{package}\\n{what}"];')
+    lines += [
+        '  subgraph cluster_k8s { label="Kubernetes"; style="rounded,dashed"; color="#888888";',
+        '    apiserver [label="API server", fillcolor="#e0f2f1"];',
+        '    kubelet [label="kubelet and\\ncontainer runtime", fillcolor="#e0f2f1"];',
+        '    process [label="the command,\\nin the pod\'s container", fillcolor="#e0f2f1"];',
+        "  }",
+        "  { rank=same; kuber_exec_trio; kuber_exec_asyncio; kuber_exec_cli; }",
+        "  { rank=same; apiserver; kuber_exec_sandbox; }",
+    ]
+    for importer, imported in sorted(package_imports(src)):
+        lines.append(
+            f'  {importer} -> {imported} [style=dashed, color="#9e9e9e", arrowhead=open, weight=2];'
+        )
+    lines += [
+        f'  app -> kuber_exec_anyio [{data}, label=" execute(request)\\n open_interactive()"];',
+        f'  kuber_exec_anyio -> kuber_exec_core [{data}, label=" feed bytes,\\n pull events"];',
+        f'  kuber_exec_anyio -> apiserver [{data}, label=" GET deployment, LIST pods,\\n'
+        ' GET replicaset (httpx)"];',
+        f'  kuber_exec_trio -> apiserver [{data}, label=" exec WebSocket\\n v5.channel.k8s.io"];',
+        f"  kuber_exec_asyncio -> apiserver [{data}];",
+        f'  apiserver -> kubelet [{data}, label=" exec stream"];',
+        f'  kubelet -> process [{data}, dir=both, label=" stdin / stdout, stderr"];',
+        '  kuber_exec_sandbox -> apiserver [style=dotted, color="#9e9e9e", arrowhead=none,'
+        ' label=" stands in for"];',
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+DIAGRAMS: dict[str, Callable[[], str]] = {
+    "state-machine": state_machine_dot,
+    "architecture": architecture_dot,
+}
+
+_rendered: dict[str, str] = {}
+
+
+def render(name: str) -> str:
+    """The SVG of diagram ``name`` (cached for the build)."""
+    if name not in _rendered:
+        dot = shutil.which("dot")
+        if dot is None:
+            raise PluginError("Graphviz's dot is needed for the diagrams: apt-get install graphviz")
+        done = subprocess.run(
+            [dot, "-Tsvg"], input=DIAGRAMS[name](), capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            raise PluginError(f"dot failed on the {name} diagram: {done.stderr.strip()}")
+        _rendered[name] = done.stdout
+    return _rendered[name]
+
+
+def _inline(svg: str) -> str:
+    """The ``<svg>`` element alone (no XML declaration, doctype or comments)."""
+    return svg[svg.index("<svg") :]
+
+
+def on_files(files: Files, config: MkDocsConfig) -> Files:
+    for name in DIAGRAMS:
+        files.append(File.generated(config, f"diagrams/{name}.svg", content=render(name)))
+    return files
+
+
+def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in DIAGRAMS:
+            raise PluginError(f"{page.file.src_uri}: no diagram named {name!r}")
+        url = "/".join([".."] * page.url.count("/")) or "."
+        return (
+            f'<figure class="kx-diagram" id="diagram-{name}">{_inline(render(name))}'
+            f'<figcaption><a href="{url}/diagrams/{name}.svg">SVG file</a></figcaption></figure>'
+        )
+
+    return MARKER.sub(replace, html)
