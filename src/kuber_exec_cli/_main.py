@@ -3,8 +3,9 @@
 Contract of :func:`main`: it never raises and never exits the interpreter itself; it returns
 the process exit status, whose meaning is in ``--help``: the remote command's exit code, 125
 when kuber-exec itself failed (a usage mistake included, with the usage line first), 128 +
-signal when stopped, 141 when stdout was closed. ``sandbox`` is handed over before any parsing:
-everything after that word belongs to the sandbox's own command line.
+signal when stopped, 141 when stdout was closed. ``sandbox`` and ``web`` are handed over before
+any parsing: everything after the word belongs to the sandbox's or the browser terminal's own
+command line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ._exec import run_exec
 from ._sandbox import run_sandbox_command
 from ._streaming import LocalStreams
 from ._supervision import EXIT_ERROR, report, run
+from ._web import run_web_command
 
 __all__ = ["main"]
 
@@ -30,6 +32,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["sandbox"]:
         # The sandbox owns its options and help; everything after the word is its own.
         return run_sandbox_command(args[1:])
+    if args[:1] == ["web"]:
+        # So does the browser terminal (kuber_exec_web).
+        return run_web_command(args[1:])
     streams = LocalStreams.of_process()
     try:
         options = parse_command_line(args)

@@ -1,0 +1,169 @@
+"""``create_app``: the browser terminal as a Starlette (ASGI) application.
+
+Routes, relative to wherever the app is mounted: ``/`` the page, ``/ws`` the WebSocket
+(:mod:`kuber_exec_web._bridge`), ``/static/`` the page's own script and style, ``/assets/xterm/``
+and ``/assets/addon-fit/`` xterm.js and its fit addon, served from the ``node_modules`` that
+``npm ci`` made next to this package's ``package.json`` (never from a CDN).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.websockets import WebSocket
+
+from kuber_exec_anyio import ExecError, ExecErrorCode, ExecService
+
+from ._authorize import Authorize
+from ._bridge import PROTOCOL, TerminalEndpoint
+
+__all__ = ["AssetsMissingError", "create_app", "default_assets_dir"]
+
+_HERE = Path(__file__).resolve().parent
+_STATIC = _HERE / "static"
+#: The environment variable that points at another ``node_modules`` (e.g. a packaged install).
+ASSETS_ENV = "KUBER_EXEC_WEB_ASSETS"
+_XTERM = ("@xterm", "xterm")
+_FIT = ("@xterm", "addon-fit")
+
+_SECURITY_HEADERS = {
+    # Scripts and sockets from this origin only; xterm.js adds inline styles.
+    "content-security-policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; connect-src 'self'; base-uri 'self'; form-action 'self'"
+    ),
+    "referrer-policy": "no-referrer",
+    "x-content-type-options": "nosniff",
+    "cache-control": "no-store",
+}
+
+
+class AssetsMissingError(ExecError):
+    """xterm.js is not installed where the app looks for it."""
+
+    def __init__(self, where: Path) -> None:
+        super().__init__(
+            ExecErrorCode.FAILED,
+            f"xterm.js is not installed in {where}: run `npm ci` in {_HERE} "
+            f"(or point {ASSETS_ENV} at a node_modules holding @xterm/xterm and @xterm/addon-fit)",
+        )
+
+
+def default_assets_dir() -> Path:
+    """Where the app finds ``node_modules``: ``$KUBER_EXEC_WEB_ASSETS``, else next to it."""
+    configured = os.environ.get(ASSETS_ENV)
+    return Path(configured) if configured else _HERE / "node_modules"
+
+
+def _page(title: str, base: str, deployment: str, ping_interval: float) -> str:
+    attribute = html.escape
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{attribute(title)}</title>
+<base href="{attribute(base)}">
+<link rel="stylesheet" href="assets/xterm/css/xterm.css">
+<link rel="stylesheet" href="static/terminal.css">
+</head>
+<body data-protocol="{attribute(PROTOCOL)}" data-deployment="{attribute(deployment)}"
+      data-ping-interval="{ping_interval:g}">
+<header>
+  <form id="target" method="get" action="">
+    <label>Deployment <input id="deployment" name="deployment" value="{attribute(deployment)}"
+      autocomplete="off" spellcheck="false" size="24"></label>
+    <button type="submit">Connect</button>
+  </form>
+  <span id="status" role="status">connecting&hellip;</span>
+</header>
+<main id="terminal"></main>
+<script src="assets/xterm/lib/xterm.js"></script>
+<script src="assets/addon-fit/lib/addon-fit.js"></script>
+<script src="static/terminal.js"></script>
+</body>
+</html>
+"""
+
+
+def create_app(
+    service: ExecService,
+    authorize: Authorize,
+    *,
+    command: Sequence[str] = ("sh",),
+    default_deployment: str | None = None,
+    title: str = "kuber-exec terminal",
+    ping_interval: float = 25.0,
+    flow_window: int = 512 * 1024,
+    allowed_origins: Collection[str] | None = None,
+    assets_dir: str | os.PathLike[str] | None = None,
+) -> Starlette:
+    """The browser terminal: a page and a WebSocket that opens ``command`` with a TTY.
+
+    Args:
+        service: the ``ExecService`` the sessions run on (its limits and audit hook apply).
+        authorize: maps each :class:`TerminalRequest` to the caller's ``Workspace``, or refuses
+            it (return ``None`` or raise :class:`TerminalRefused`); sync or async.
+        command: the argv every terminal runs (default ``sh``).
+        default_deployment: the Deployment when the page's URL has no ``?deployment=``.
+        title: the page's title.
+        ping_interval: seconds between the app's pings and the page's (at most 30).
+        flow_window: output bytes the app lets the page fall behind before it stops sending.
+        allowed_origins: the ``Origin`` values a WebSocket may come from; ``None`` allows only
+            the page's own origin (the ``Host`` it was served from).
+        assets_dir: the ``node_modules`` holding ``@xterm/xterm`` and ``@xterm/addon-fit``
+            (default: :func:`default_assets_dir`).
+
+    Raises:
+        AssetsMissingError: xterm.js is not installed there.
+        ValueError: ``ping_interval`` not in (0, 30], or ``flow_window`` not positive.
+    """
+    if not 0 < ping_interval <= 30:
+        raise ValueError("ping_interval must be more than 0 and at most 30 seconds")
+    if flow_window <= 0:
+        raise ValueError("flow_window must be positive")
+    modules = Path(assets_dir) if assets_dir is not None else default_assets_dir()
+    xterm, fit = modules.joinpath(*_XTERM), modules.joinpath(*_FIT)
+    if not (xterm / "lib" / "xterm.js").is_file() or not (fit / "lib" / "addon-fit.js").is_file():
+        raise AssetsMissingError(modules)
+    endpoint = TerminalEndpoint(
+        service,
+        authorize,
+        command=command,
+        default_deployment=default_deployment,
+        ping_interval=ping_interval,
+        flow_window=flow_window,
+        allowed_origins=None if allowed_origins is None else frozenset(allowed_origins),
+    )
+
+    async def page(request: Request) -> Response:
+        base = request.scope.get("root_path", "").rstrip("/") + "/"
+        deployment = request.query_params.get("deployment") or default_deployment or ""
+        return HTMLResponse(
+            _page(title, base, deployment, ping_interval), headers=_SECURITY_HEADERS
+        )
+
+    async def terminal(websocket: WebSocket) -> None:
+        await endpoint(websocket)
+
+    async def no_icon(request: Request) -> Response:
+        return Response(status_code=204)
+
+    return Starlette(
+        routes=[
+            Route("/", page, methods=["GET", "HEAD"]),
+            Route("/favicon.ico", no_icon, methods=["GET", "HEAD"]),
+            WebSocketRoute("/ws", terminal),
+            Mount("/static", StaticFiles(directory=_STATIC), name="static"),
+            Mount("/assets/xterm", StaticFiles(directory=xterm), name="xterm"),
+            Mount("/assets/addon-fit", StaticFiles(directory=fit), name="addon-fit"),
+        ]
+    )

@@ -1,0 +1,178 @@
+// The browser terminal's page: xterm.js on a WebSocket to kuber_exec_web (kuber-exec.terminal.v1).
+//
+// Output arrives as binary messages and goes to xterm.js as bytes (term.write(Uint8Array)),
+// whose UTF-8 decoder keeps state across writes: a character split across messages stays whole.
+// Once xterm.js has parsed output, the page acknowledges it; the app sends no more than its flow
+// window ahead of that, so a flood (`yes`) is paced by the screen, not buffered in memory.
+// Keystrokes go out as UTF-8 bytes; the terminal follows the window (fit addon -> "resize").
+// Both sides ping every data-ping-interval seconds (the app sets it, at most 30).
+(() => {
+  "use strict";
+
+  const body = document.body;
+  const statusLine = document.getElementById("status");
+  const pingInterval = Number(body.dataset.pingInterval || "25") * 1000;
+  const ACK_BATCH = 64 * 1024;
+
+  // The token: from "#token=..." (a fragment never reaches the server or its logs), kept for
+  // this tab only, and taken out of the address bar at once.
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  let token = sessionStorage.getItem("kuber-exec-token");
+  if (fragment.has("token")) {
+    token = fragment.get("token");
+    sessionStorage.setItem("kuber-exec-token", token);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+
+  const term = new Terminal({
+    cursorBlink: true,
+    fontFamily: '"DejaVu Sans Mono", "Liberation Mono", monospace',
+    fontSize: 14,
+    scrollback: 5000,
+  });
+  const fit = new FitAddon.FitAddon();
+  term.loadAddon(fit);
+  term.open(document.getElementById("terminal"));
+  fit.fit();
+
+  const state = {
+    open: false,
+    ended: false,
+    openMs: null,
+    pod: null,
+    exitCode: null,
+    error: null,
+    lastHeard: performance.now(),
+    bytesReceived: 0,
+    screen() {
+      const buffer = term.buffer.active;
+      const lines = [];
+      for (let row = 0; row < buffer.length; row += 1) {
+        lines.push(buffer.getLine(row).translateToString(true));
+      }
+      return lines.join("\n").replace(/\n+$/, "");
+    },
+    size() {
+      return { columns: term.cols, rows: term.rows };
+    },
+  };
+  window.kuberExec = state; // For the tests, and the curious.
+
+  function setStatus(text, kind) {
+    statusLine.textContent = text;
+    statusLine.className = kind;
+  }
+
+  const params = new URLSearchParams(location.search);
+  const url = new URL("ws", document.baseURI);
+  url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+  const deployment = params.get("deployment") || body.dataset.deployment;
+  if (deployment) url.searchParams.set("deployment", deployment);
+  if (params.get("container")) url.searchParams.set("container", params.get("container"));
+  url.searchParams.set("cols", String(term.cols));
+  url.searchParams.set("rows", String(term.rows));
+  const protocols = [body.dataset.protocol];
+  if (token) protocols.push("bearer." + token);
+
+  const started = performance.now();
+  const socket = new WebSocket(url, protocols);
+  socket.binaryType = "arraybuffer";
+  const encoder = new TextEncoder();
+
+  function sendJson(value) {
+    if (socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(value));
+  }
+  function sendBytes(bytes) {
+    if (socket.readyState === WebSocket.OPEN && !state.ended) socket.send(bytes);
+  }
+
+  let unacknowledged = 0;
+  let writing = 0;
+  function written(size) {
+    writing -= 1;
+    unacknowledged += size;
+    if (unacknowledged >= ACK_BATCH || writing === 0) {
+      sendJson({ type: "ack", bytes: unacknowledged });
+      unacknowledged = 0;
+    }
+  }
+
+  function end(text, kind, note) {
+    if (state.ended) return;
+    state.ended = true;
+    setStatus(text, kind);
+    term.write(note);
+  }
+
+  socket.addEventListener("message", (event) => {
+    state.lastHeard = performance.now();
+    if (typeof event.data !== "string") {
+      const bytes = new Uint8Array(event.data);
+      state.bytesReceived += bytes.length;
+      writing += 1;
+      term.write(bytes, () => written(bytes.length));
+      return;
+    }
+    const message = JSON.parse(event.data);
+    switch (message.type) {
+      case "open":
+        state.open = true;
+        state.openMs = performance.now() - started;
+        state.pod = message.pod;
+        setStatus(
+          `${message.pod} · ${message.container} · connected in ${Math.round(state.openMs)} ms`,
+          "open",
+        );
+        term.focus();
+        break;
+      case "exit":
+        state.exitCode = message.code;
+        end(
+          `process exited with code ${message.code}`,
+          message.code === 0 ? "ended" : "failed",
+          `\r\n\x1b[1m[process exited with code ${message.code}]\x1b[0m\r\n`,
+        );
+        break;
+      case "error":
+        state.error = { code: message.code, message: message.message };
+        end(
+          `${message.code}: ${message.message}`,
+          "failed",
+          `\r\n\x1b[31m[${message.code}: ${message.message}]\x1b[0m\r\n`,
+        );
+        break;
+      case "ping":
+        sendJson({ type: "pong" });
+        break;
+      default:
+        break;
+    }
+  });
+
+  socket.addEventListener("close", (event) => {
+    const reason = event.reason ? `: ${event.reason}` : "";
+    end(
+      `connection closed (${event.code}${reason})`,
+      "failed",
+      `\r\n\x1b[31m[connection closed (${event.code}${reason})]\x1b[0m\r\n`,
+    );
+  });
+
+  term.onData((data) => sendBytes(encoder.encode(data)));
+  term.onBinary((data) => sendBytes(Uint8Array.from(data, (char) => char.charCodeAt(0) & 0xff)));
+  term.onResize(({ cols, rows }) => sendJson({ type: "resize", columns: cols, rows }));
+  new ResizeObserver(() => fit.fit()).observe(document.getElementById("terminal"));
+  window.addEventListener("resize", () => fit.fit());
+
+  const heartbeat = setInterval(() => {
+    if (socket.readyState !== WebSocket.OPEN) {
+      clearInterval(heartbeat);
+      return;
+    }
+    if (performance.now() - state.lastHeard > 3 * pingInterval) {
+      socket.close(4408, "no ping from the app");
+      return;
+    }
+    sendJson({ type: "ping" });
+  }, pingInterval);
+})();
