@@ -153,6 +153,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((str(address), args.port))
+        listener.listen(128)  # The printed URL works from the moment it is printed.
         with (
             run_sandbox_in_thread(demo_cluster()) as sandbox,
             JsonLinesAuditLog(args.audit_log) as audit,

@@ -1,0 +1,353 @@
+"""The browser terminal's ASGI app, under uvicorn on loopback, driven by a WebSocket client.
+
+No browser here: the client speaks the page's subprotocol (kuber-exec.terminal.v1) itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+import httpx
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.typing import Origin, Subprotocol
+
+import kuber_exec_asyncio as adapter
+from kuber_exec_asyncio import AuditEvent, SessionLimits
+from kuber_exec_sandbox import Sandbox
+from kuber_exec_web import PROTOCOL, TerminalRefused, TerminalRequest, create_app, token_authorizer
+
+from .app_server import DemoProcess, serve_app
+from .conftest import DEMO
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "s3cret-token-for-tests"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # uvicorn runs on asyncio.
+
+
+@pytest.fixture
+async def events() -> list[AuditEvent]:
+    return []
+
+
+@pytest.fixture
+async def served(sandbox: Sandbox, events: list[AuditEvent]) -> AsyncIterator[Callable[..., Any]]:
+    """``await served(**create_app options)`` -> ``host:port`` of the app on this loop."""
+    async with adapter.KubernetesBackend(adapter.ClusterConfig(sandbox.url)) as backend:
+        stack: list[Any] = []
+
+        async def start(session_limits: SessionLimits | None = None, **options: Any) -> str:
+            service = adapter.ExecService(
+                backend, audit=events.append, session_limits=session_limits
+            )
+            options.setdefault("default_deployment", "web")
+            app = create_app(service, token_authorizer(TOKEN, DEMO), **options)
+            context = serve_app(app)
+            stack.append(context)
+            return await context.__aenter__()
+
+        try:
+            yield start
+        finally:
+            for context in reversed(stack):
+                await context.__aexit__(None, None, None)
+
+
+def _terminal(
+    address: str, query: str = "deployment=web", token: str | None = TOKEN, **options: Any
+) -> Any:
+    protocols = [Subprotocol(PROTOCOL)]
+    if token is not None:
+        protocols.append(Subprotocol(f"bearer.{token}"))
+    options.setdefault("origin", Origin(f"http://{address}"))
+    return connect(f"ws://{address}/ws?{query}", subprotocols=protocols, **options)
+
+
+async def _control(ws: ClientConnection) -> dict[str, Any]:
+    """The next JSON message, skipping output and pings."""
+    while True:
+        message = await ws.recv()
+        if isinstance(message, str):
+            value = cast(dict[str, Any], json.loads(message))
+            if value["type"] != "ping":
+                return value
+
+
+async def _output_until(ws: ClientConnection, needle: bytes) -> bytes:
+    received = b""
+    while needle not in received:
+        message = await ws.recv()
+        if isinstance(message, bytes):
+            received += message
+            await ws.send(json.dumps({"type": "ack", "bytes": len(message)}))
+        elif json.loads(message)["type"] in ("exit", "error"):
+            raise AssertionError(f"ended before {needle!r}: {message} after {received!r}")
+    return received
+
+
+async def _count_pings_until_closed(ws: ClientConnection) -> int:
+    pings = 0
+    try:
+        while True:
+            pings += await ws.recv() == '{"type": "ping"}'
+    except ConnectionClosed:
+        return pings
+
+
+async def _output_until_quiet(ws: ClientConnection, quiet: float) -> int:
+    """Output bytes received, unacknowledged, until none came for ``quiet`` seconds."""
+    received = 0
+    while True:
+        with anyio.move_on_after(quiet) as waited:
+            message = await ws.recv()
+        if waited.cancelled_caught:
+            return received
+        if isinstance(message, bytes):
+            received += len(message)
+
+
+async def test_a_terminal_runs_commands_and_reports_the_exit_code(
+    served: Callable[..., Any], events: list[AuditEvent]
+) -> None:
+    address = await served()
+    with anyio.fail_after(30):
+        async with _terminal(address, "deployment=web&cols=100&rows=30") as ws:
+            assert ws.subprotocol == PROTOCOL
+            opened = await _control(ws)
+            assert opened["type"] == "open"
+            assert opened["container"] == "app"
+            assert opened["pod"].startswith("web-")
+            assert opened["open_ms"] > 0
+            await ws.send(b"stty size; echo $((6 * 7))\r")
+            received = await _output_until(ws, b"42\r\n")
+            assert b"30 100\r\n" in received
+            await ws.send(json.dumps({"type": "resize", "columns": 120, "rows": 40}))
+            await ws.send(b"stty size\r")
+            await _output_until(ws, b"40 120\r\n")
+            await ws.send(b"exit 5\r")
+            assert await _control(ws) == {"type": "exit", "code": 5}
+            with pytest.raises(ConnectionClosed):
+                await _control(ws)
+            assert ws.close_code == 1000
+    started, ended = events
+    assert (started.kind, started.tty, started.command) == ("interactive", True, ("sh",))
+    assert (ended.outcome, ended.exit_code) == ("exit", 5)
+    assert ended.bytes_in == len(b"stty size; echo $((6 * 7))\rstty size\rexit 5\r")
+
+
+async def test_another_workspaces_deployment_is_refused_with_the_message(
+    served: Callable[..., Any],
+) -> None:
+    address = await served()
+    with anyio.fail_after(30):
+        async with _terminal(address, "deployment=other") as ws:
+            refused = await _control(ws)
+            with pytest.raises(ConnectionClosed):
+                await _control(ws)
+    assert refused["type"] == "error"
+    assert refused["code"] == "EXEC_TARGET_FORBIDDEN"
+    assert "other" in refused["message"]
+
+
+@pytest.mark.parametrize("token", [None, "wrong"])
+async def test_without_the_token_there_is_no_terminal(
+    served: Callable[..., Any], events: list[AuditEvent], token: str | None
+) -> None:
+    address = await served()
+    with anyio.fail_after(30):
+        async with _terminal(address, token=token) as ws:
+            refused = await _control(ws)
+            with pytest.raises(ConnectionClosed):
+                await _control(ws)
+            assert ws.close_code == 4403
+    assert refused == {
+        "type": "error",
+        "code": "UNAUTHORIZED",
+        "message": "not authorized: open the URL with the token printed at start",
+    }
+    assert events == []  # Nothing reached the service.
+
+
+async def test_a_bearer_header_works_for_clients_that_can_send_one(
+    served: Callable[..., Any],
+) -> None:
+    address = await served()
+    with anyio.fail_after(30):
+        async with _terminal(
+            address, token=None, additional_headers={"Authorization": f"Bearer {TOKEN}"}
+        ) as ws:
+            assert (await _control(ws))["type"] == "open"
+
+
+async def test_cross_origin_and_foreign_protocols_are_refused_at_the_handshake(
+    served: Callable[..., Any],
+) -> None:
+    address = await served()
+    with anyio.fail_after(30):
+        with pytest.raises(InvalidStatus) as cross_origin:
+            async with _terminal(address, origin=Origin("http://evil.example")):
+                pass
+        assert cross_origin.value.response.status_code == 403
+        with pytest.raises(InvalidStatus) as no_protocol:
+            async with connect(f"ws://{address}/ws", origin=Origin(f"http://{address}")):
+                pass
+        assert no_protocol.value.response.status_code == 403
+
+
+async def test_allowed_origins_admit_the_platforms_own_page(
+    served: Callable[..., Any],
+) -> None:
+    address = await served(allowed_origins={"https://console.example"})
+    with anyio.fail_after(30):
+        async with _terminal(address, origin=Origin("https://console.example")) as ws:
+            assert (await _control(ws))["type"] == "open"
+        with pytest.raises(InvalidStatus):
+            async with _terminal(address):
+                pass
+
+
+async def test_the_app_pings_answers_pings_and_drops_a_silent_page(
+    served: Callable[..., Any],
+) -> None:
+    address = await served(ping_interval=0.2)
+    with anyio.fail_after(30):
+        async with _terminal(address) as ws:
+            assert (await _control(ws))["type"] == "open"
+            await ws.send(json.dumps({"type": "ping"}))
+            assert await _control(ws) == {"type": "pong"}
+            # From now on the "page" says nothing: closed after three intervals.
+            pings = await _count_pings_until_closed(ws)
+            assert ws.close_code == 4408
+            assert ws.close_reason == "no ping from the browser"
+            assert pings >= 2
+
+
+async def test_output_waits_for_the_page_to_acknowledge_it(served: Callable[..., Any]) -> None:
+    window = 64 * 1024
+    address = await served(flow_window=window)
+    with anyio.fail_after(30):
+        async with _terminal(address) as ws:
+            assert (await _control(ws))["type"] == "open"
+            await ws.send(b"yes\r")
+            # Without acknowledgements, output stops at the window (plus the frame in flight).
+            unacknowledged = await _output_until_quiet(ws, quiet=1.5)
+            assert window <= unacknowledged <= window + 64 * 1024
+            # Acknowledged, it flows again.
+            await ws.send(json.dumps({"type": "ack", "bytes": unacknowledged}))
+            more = await ws.recv()
+            assert isinstance(more, bytes)
+            await ws.send(b"\x03")
+
+
+async def test_limits_reach_the_page_as_an_error(served: Callable[..., Any]) -> None:
+    address = await served(session_limits=SessionLimits(idle_timeout=0.5))
+    with anyio.fail_after(30):
+        async with _terminal(address) as ws:
+            assert (await _control(ws))["type"] == "open"
+            ended = await _control(ws)
+    assert ended == {
+        "type": "error",
+        "code": "EXEC_ABORTED",
+        "message": "the session was idle for 0.5 s (no input and no output) and was closed",
+    }
+
+
+async def test_the_page_and_its_assets_come_from_this_app(served: Callable[..., Any]) -> None:
+    address = await served(title="Team <a> terminal")
+    async with httpx.AsyncClient(base_url=f"http://{address}") as client:
+        page = await client.get("/", params={"deployment": 'x"><script>'})
+        assert page.status_code == 200
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        assert "<title>Team &lt;a&gt; terminal</title>" in page.text
+        assert 'value="x&quot;&gt;&lt;script&gt;"' in page.text
+        for asset in (
+            "/assets/xterm/lib/xterm.js",
+            "/assets/xterm/css/xterm.css",
+            "/assets/addon-fit/lib/addon-fit.js",
+            "/static/terminal.js",
+        ):
+            assert (await client.get(asset)).status_code == 200, asset
+        xterm = json.loads((await client.get("/assets/xterm/package.json")).text)
+        assert xterm["version"].startswith("6.")
+
+
+async def test_an_async_authorizer_sees_the_request(
+    sandbox: Sandbox,
+) -> None:
+    seen: list[TerminalRequest] = []
+
+    async def authorize(request: TerminalRequest) -> Any:
+        seen.append(request)
+        if request.headers.get("cookie") != "session=alice":
+            raise TerminalRefused("log in first")
+        return DEMO
+
+    async with adapter.KubernetesBackend(adapter.ClusterConfig(sandbox.url)) as backend:
+        app = create_app(adapter.ExecService(backend), authorize, default_deployment="web")
+        async with serve_app(app) as address:
+            with anyio.fail_after(30):
+                async with _terminal(address, "container=app", token=None) as ws:
+                    assert await _control(ws) == {
+                        "type": "error",
+                        "code": "UNAUTHORIZED",
+                        "message": "log in first",
+                    }
+                async with _terminal(
+                    address, token=None, additional_headers={"Cookie": "session=alice"}
+                ) as ws:
+                    assert (await _control(ws))["type"] == "open"
+    assert (seen[0].deployment, seen[0].container, seen[0].bearer_token) == ("web", "app", None)
+    assert seen[0].query == {"container": "app"}
+
+
+async def test_the_demo_prints_its_token_once_and_never_logs_it(tmp_path: Path) -> None:
+    audit_log = tmp_path / "audit.jsonl"
+    demo = await anyio.to_thread.run_sync(lambda: DemoProcess(audit_log=audit_log))
+    try:
+        address = demo.base.removeprefix("http://").rstrip("/")
+        with anyio.fail_after(30):
+            async with _terminal(address, token=demo.token) as ws:
+                assert (await _control(ws))["type"] == "open"
+                await ws.send(b"exit 3\r")
+                assert await _control(ws) == {"type": "exit", "code": 3}
+            async with _terminal(address, token=demo.token + "x") as ws:
+                assert (await _control(ws))["code"] == "UNAUTHORIZED"
+    finally:
+        status = await anyio.to_thread.run_sync(demo.stop)
+    assert status == 130, demo.output
+    assert demo.output.count(demo.token) == 1, demo.output
+    assert "".join(demo.stderr_lines).count("WebSocket /ws") == 2  # The access log is on.
+    lines = [json.loads(line) for line in audit_log.read_text().splitlines()]
+    assert [(line["phase"], line["exit_code"]) for line in lines] == [
+        ("started", None),
+        ("ended", 3),
+    ]
+    assert demo.token not in audit_log.read_text()
+
+
+async def test_no_log_record_carries_the_token(
+    served: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    address = await served()
+    with anyio.fail_after(30):
+        async with _terminal(address) as ws:
+            assert (await _control(ws))["type"] == "open"
+            await ws.send(b"exit\r")
+            assert await _control(ws) == {"type": "exit", "code": 0}
+    # The test's own WebSocket client (websockets.client) logs the headers it sends at DEBUG;
+    # everything on the app's side (uvicorn, starlette, kuber_exec, kuber_exec_web) is checked.
+    server_side = [r for r in caplog.records if not r.name.startswith("websockets.client")]
+    assert {r.name.split(".")[0] for r in server_side} >= {"kuber_exec", "kuber_exec_web"}
+    assert not [r for r in server_side if TOKEN in r.getMessage()]
