@@ -210,9 +210,9 @@ def serve_directory(directory: Path) -> Iterator[str]:
         thread.join(timeout=5)
 
 
-def screenshot(page: Page, name: str) -> Path:
-    """Save a full-page screenshot as ``.artifacts/<name>.png`` and return its path."""
+def screenshot(page: Page, name: str, *, full_page: bool = True) -> Path:
+    """Save a screenshot (of the whole page, or of the viewport) as ``.artifacts/<name>.png``."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
     return path

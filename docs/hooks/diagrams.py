@@ -94,47 +94,73 @@ def package_imports(src: Path = SRC) -> set[tuple[str, str]]:
     return pairs
 
 
+def reduced(pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The transitive reduction: ``a -> c`` is dropped when ``a -> b -> ... -> c`` exists."""
+
+    def reachable(start: str, skip: tuple[str, str]) -> set[str]:
+        seen: set[str] = set()
+        stack = [start]
+        while stack:
+            node = stack.pop()
+            for edge in pairs:
+                if edge != skip and edge[0] == node and edge[1] not in seen:
+                    seen.add(edge[1])
+                    stack.append(edge[1])
+        return seen
+
+    return {edge for edge in pairs if edge[1] not in reachable(edge[0], skip=edge)}
+
+
 def architecture_dot(src: Path = SRC) -> str:
-    """The packages (grey dashed edges: what imports what) and one exec's data path (blue)."""
+    """The packages (grey dashed: what depends on what) and one exec's data path (blue)."""
     data = 'color="#1a56db", fontcolor="#1a56db", penwidth=2'
     lines = [
         "digraph architecture {",
-        f'  graph [rankdir=TB, fontname="{FONT}", bgcolor="transparent", nodesep=0.5,'
-        " ranksep=0.55, newrank=true];",
+        f'  graph [rankdir=TB, fontname="{FONT}", bgcolor="transparent", nodesep=0.35,'
+        " ranksep=0.5, newrank=true];",
         f'  node [shape=box, style="rounded,filled", fillcolor="#e8eaf6", fontname="{FONT}",'
-        " fontsize=11];",
-        f'  edge [fontname="{FONT}", fontsize=10];',
+        " fontsize=13];",
+        f'  edge [fontname="{FONT}", fontsize=11];',
         '  app [label="your app\\n(trio or asyncio)", fillcolor="#fff3e0"];',
     ]
+    lines.append('  subgraph cluster_lib { label="kuber-exec"; style="rounded"; color="#c5cae9";')
     for package, what in PACKAGES.items():
-        lines.append(f'  {package} [label="{package}\\n{what}"];')
+        lines.append(f"    {package} [label=<<b>{package}</b><br/>{_html(what)}>];")
+    lines.append("  }")
     lines += [
         '  subgraph cluster_k8s { label="Kubernetes"; style="rounded,dashed"; color="#888888";',
         '    apiserver [label="API server", fillcolor="#e0f2f1"];',
         '    kubelet [label="kubelet and\\ncontainer runtime", fillcolor="#e0f2f1"];',
-        '    process [label="the command,\\nin the pod\'s container", fillcolor="#e0f2f1"];',
+        '    process [label="the command, in\\nthe pod\'s container", fillcolor="#e0f2f1"];',
         "  }",
-        "  { rank=same; kuber_exec_trio; kuber_exec_asyncio; kuber_exec_cli; }",
-        "  { rank=same; apiserver; kuber_exec_sandbox; }",
+        "  { rank=same; app; kuber_exec_cli; }",
+        "  { rank=same; kuber_exec_trio; kuber_exec_asyncio; }",
+        "  { rank=same; kuber_exec_anyio; apiserver; }",
+        "  { rank=same; kuber_exec_sandbox; kuber_exec_core; kubelet; }",
+        '  app -> kuber_exec_trio [style=dashed, color="#9e9e9e", arrowhead=open];',
+        '  app -> kuber_exec_asyncio [style=dashed, color="#9e9e9e", arrowhead=open];',
     ]
-    for importer, imported in sorted(package_imports(src)):
-        lines.append(
-            f'  {importer} -> {imported} [style=dashed, color="#9e9e9e", arrowhead=open, weight=2];'
-        )
+    for importer, imported in sorted(reduced(package_imports(src))):
+        lines.append(f'  {importer} -> {imported} [style=dashed, color="#9e9e9e", arrowhead=open];')
     lines += [
-        f'  app -> kuber_exec_anyio [{data}, label=" execute(request)\\n open_interactive()"];',
-        f'  kuber_exec_anyio -> kuber_exec_core [{data}, label=" feed bytes,\\n pull events"];',
-        f'  kuber_exec_anyio -> apiserver [{data}, label=" GET deployment, LIST pods,\\n'
-        ' GET replicaset (httpx)"];',
-        f'  kuber_exec_trio -> apiserver [{data}, label=" exec WebSocket\\n v5.channel.k8s.io"];',
+        f'  app -> kuber_exec_anyio [{data}, label=" execute()\\n open_interactive()"];',
+        f"  kuber_exec_anyio -> kuber_exec_core [{data}, dir=both,"
+        ' label=" bytes in,\\n events out"];',
+        f'  kuber_exec_anyio -> apiserver [{data}, label="REST reads\\n(httpx)"];',
+        f'  kuber_exec_trio -> apiserver [{data}, label=" exec WebSocket"];',
         f"  kuber_exec_asyncio -> apiserver [{data}];",
         f'  apiserver -> kubelet [{data}, label=" exec stream"];',
-        f'  kubelet -> process [{data}, dir=both, label=" stdin / stdout, stderr"];',
+        f'  kubelet -> process [{data}, dir=both, label=" stdin, stdout, stderr"];',
         '  kuber_exec_sandbox -> apiserver [style=dotted, color="#9e9e9e", arrowhead=none,'
-        ' label=" stands in for"];',
+        ' constraint=false, label="stands in for"];',
         "}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _html(text: str) -> str:
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return escaped.replace("\\n", "<br/>")
 
 
 DIAGRAMS: dict[str, Callable[[], str]] = {
