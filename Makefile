@@ -4,12 +4,17 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test lint typecheck unit docs demo bench sandbox clean
+WEB := src/kuber_exec_web
 
-$(STAMP): pyproject.toml
+.PHONY: test lint typecheck unit docs demo bench sandbox web test-browser clean
+
+# The venv with every extra the tests use, and xterm.js for the browser terminal (from the npm
+# registry, pinned by the lockfile; never copied into the repository).
+$(STAMP): pyproject.toml $(WEB)/package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,docs]'
+	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
 ## test: ruff, mypy --strict, the docs build (warnings as errors) and the whole pytest suite.
@@ -38,6 +43,17 @@ bench: $(STAMP)
 
 sandbox: $(STAMP)
 	$(BIN)/kuber-exec sandbox
+
+## web: the browser terminal on the demo sandbox (loopback; prints a one-time token URL).
+web: $(STAMP)
+	$(BIN)/kuber-exec web --sandbox
+
+## test-browser: the real-browser tests (headless Chromium), in a loopback-only network namespace.
+test-browser: $(STAMP)
+	sh tests/run_browser_tier.sh
+
+# The real-cluster tier: realcluster, realcluster-down, realcluster-test (needs root).
+include mk/realcluster.mk
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .pytest_cache .ruff_cache
