@@ -26,8 +26,10 @@ from kuber_exec_core import (
     Exit,
     ResolvedTarget,
     stdin_bytes,
+    validate_flag,
     validate_output_cap,
     validate_queue_capacity,
+    validate_request_type,
 )
 
 from ._audit import (
@@ -47,9 +49,14 @@ __all__ = ["ExecService"]
 
 logger = logging.getLogger("kuber_exec")
 
+_BACKEND_METHODS = ("get_deployment", "list_pods", "exec")
+
 
 class ExecService:
     """Runs commands in a workspace's Deployment pods, through ``backend``.
+
+    Raises ``TypeError`` at construction when ``backend`` is not a :class:`Backend` or
+    ``limits`` not an :class:`ExecLimits` (a programming error, see docs/errors.md).
 
     Args:
         backend: a :class:`Backend` (``KubernetesBackend`` for a real cluster).
@@ -69,6 +76,15 @@ class ExecService:
         audit: AuditHook | None = None,
         session_limits: SessionLimits | None = None,
     ) -> None:
+        # A programming error, not a request's: TypeError at construction (docs/errors.md).
+        missing = [name for name in _BACKEND_METHODS if not callable(getattr(backend, name, None))]
+        if missing:
+            raise TypeError(
+                f"ExecService needs a Backend (with {', '.join(_BACKEND_METHODS)}), "
+                f"not {type(backend).__name__}"
+            )
+        if limits is not None and not isinstance(limits, ExecLimits):
+            raise TypeError(f"limits must be an ExecLimits or None, not {type(limits).__name__}")
         self.backend = backend
         self.limits = limits if limits is not None else ExecLimits()
         self.audit = audit
@@ -116,6 +132,7 @@ class ExecService:
             trio.Cancelled, asyncio.CancelledError: the caller was cancelled; the socket is
                 closed first.
         """
+        request = validate_request_type(request)
         record = AuditRecord(self.audit, "execute", request, tty=False)
         with audited(record), self._slots.hold(request.workspace):
             stdout_limit = validate_output_cap(stdout_cap, "stdout", self.limits)
@@ -168,8 +185,12 @@ class ExecService:
         closes the socket (a client close: the remote process is not signalled).
 
         Raises (on entry):
-            ExecError: as :meth:`resolve_target`, ``EXEC_INVALID`` for a bad queue capacity.
+            ExecError: as :meth:`resolve_target`, ``EXEC_INVALID`` for a bad queue capacity
+                or a ``tty``/``stdin`` that is not a ``bool``.
         """
+        request = validate_request_type(request)
+        tty = validate_flag(tty, "tty")
+        stdin = validate_flag(stdin, "stdin")
         capacity = validate_queue_capacity(queue_capacity, self.limits)
         record = AuditRecord(self.audit, "interactive", request, tty=tty)
         limits = self.session_limits

@@ -41,9 +41,11 @@ from ._objects import Pod as Pod
 from ._objects import PodContainer as PodContainer
 from ._request import ExecRequest as ExecRequest
 from ._request import Workspace as Workspace
+from ._request import validate_flag as validate_flag
 from ._request import validate_output_cap as validate_output_cap
 from ._request import validate_queue_capacity as validate_queue_capacity
 from ._request import validate_request as validate_request
+from ._request import validate_request_type as validate_request_type
 from ._resolution import FetchDeployment as FetchDeployment
 from ._resolution import FetchPods as FetchPods
 from ._resolution import TargetResolution as TargetResolution
@@ -180,9 +182,11 @@ __all__ = [
     "ExecLimits",
     "ExecRequest",
     "Workspace",
+    "validate_flag",
     "validate_output_cap",
     "validate_queue_capacity",
     "validate_request",
+    "validate_request_type",
     # targeting
     "EXEC_MANAGED_BY_LABEL",
     "EXEC_MANAGED_BY_VALUE",

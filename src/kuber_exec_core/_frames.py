@@ -50,6 +50,14 @@ def stdin_bytes(value: object) -> bytes:
     raise ExecError(ExecErrorCode.INVALID, "stdin data must be a string or bytes")
 
 
+def _flag(instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    if not isinstance(value, bool):
+        raise ExecError(
+            ExecErrorCode.INVALID,
+            f"{attribute.name} must be True or False, not {type(value).__name__}",
+        )
+
+
 class ClientFrame:
     """Base of the frames a client sends into an interactive session."""
 
@@ -70,7 +78,7 @@ class Stdin(ClientFrame):
     """
 
     data: bytes = attrs.field(default=b"", converter=stdin_bytes)
-    eof: bool = False
+    eof: bool = attrs.field(default=False, validator=_flag)
 
     def __repr__(self) -> str:
         return f"Stdin(data={_short(self.data)}, eof={self.eof})"

@@ -89,13 +89,36 @@ def _validate_name(
         )
 
 
+def validate_request_type(request: object) -> ExecRequest:
+    """``request`` if it is an :class:`ExecRequest` (not ``None``, a dict, ...).
+
+    Raises:
+        ExecError: ``EXEC_INVALID`` "request must be an ExecRequest, not <type>".
+    """
+    if not isinstance(request, ExecRequest):
+        raise _invalid(f"request must be an ExecRequest, not {type(request).__name__}")
+    return request
+
+
+def validate_flag(value: object, name: str) -> bool:
+    """``value`` if it is a ``bool``: a flag is never read by truthiness (``"no"`` is not False).
+
+    Raises:
+        ExecError: ``EXEC_INVALID`` "<name> must be True or False, not <type>".
+    """
+    if not isinstance(value, bool):
+        raise _invalid(f"{name} must be True or False, not {type(value).__name__}")
+    return value
+
+
 def validate_request(request: ExecRequest, limits: ExecLimits) -> None:
     """Apply the seed's ``validateInput`` to ``request``.
 
     Raises:
-        ExecError: ``EXEC_INVALID`` with the seed's message for the first rule broken.
+        ExecError: ``EXEC_INVALID`` with the seed's message for the first rule broken (first of
+            all, "request must be an ExecRequest" for anything that is not one).
     """
-    workspace = request.workspace
+    workspace = validate_request_type(request).workspace
     if not isinstance(workspace, Workspace):
         raise _invalid("Workspace is required")
     _validate_name(workspace.project, "Workspace project")
