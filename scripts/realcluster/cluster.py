@@ -137,6 +137,9 @@ def netns_up() -> None:
 def netns_down() -> None:
     if NETNS_PATH.exists():
         subprocess.run(["ip", "netns", "delete", NETNS], check=False)
+    # `ip netns add` made /run/netns if it was missing: leave no empty directory behind.
+    with contextlib.suppress(OSError):
+        NETNS_PATH.parent.rmdir()
 
 
 # --------------------------------------------------------------------------------------------
