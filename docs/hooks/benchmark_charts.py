@@ -77,7 +77,8 @@ def _new_figure(height: float) -> tuple[Figure, Any]:
 def _finish(figure: Figure, results: dict[str, Any], title: str) -> str:
     figure.suptitle(title, fontsize=12, fontweight="bold")
     figure.text(0.005, 0.002, provenance(results), fontsize=7, color="#555555", va="bottom")
-    figure.get_layout_engine().set(rect=(0, 0.07, 1, 0.93))  # type: ignore[union-attr, call-arg]
+    bottom = 0.34 / figure.get_figheight()  # two 7-point lines of provenance, in inches
+    figure.get_layout_engine().set(rect=(0, bottom, 1, 1 - bottom))  # type: ignore[union-attr, call-arg]
     out = io.StringIO()
     figure.savefig(out, format="svg", metadata={"Date": None})
     plt.close(figure)
@@ -106,11 +107,16 @@ def throughput_chart(results: dict[str, Any]) -> str:
     axes.margins(x=0.12)
     axes.grid(axis="x", alpha=0.3)
     handles = [Rectangle((0, 0), 1, 1, color=colour) for colour in COLOURS.values()]
+    first_size = sum(1 for label, _, _ in rows if label.endswith(f" {sizes[0] / MB:g} MB"))
+    axes.axhline(len(rows) - first_size - 0.5, color="#999999", linewidth=0.8)
     axes.legend(
         handles,
         ["kuber-exec", "bare WebSocket loop", "kubectl exec", "official client"],
-        loc="lower right",
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.09),
+        ncols=4,
         fontsize=8,
+        frameon=False,
     )
     return _finish(
         figure, results, "Throughput against the bare loop, kubectl and the official client"
@@ -131,9 +137,12 @@ def latency_chart(results: dict[str, Any]) -> str:
     bars = axes.barh(labels, medians, color=colours, label="median")
     axes.scatter(minimums, labels, color="black", marker="|", s=200, label="minimum", zorder=3)
     axes.bar_label(bars, labels=[f"{value:.1f} ms" for value in medians], padding=3, fontsize=8)
-    axes.set_xlabel(
-        "time of `true`, ms (lower is better); kuber-exec resolves its target,"
-        " the official client does not"
+    axes.set_xlabel("time of `true`, ms (lower is better; medians)")
+    axes.set_title(
+        "kuber-exec: full resolution (3 REST reads) and the WebSocket;"
+        " the official client: the WebSocket to a known pod",
+        fontsize=8,
+        color="#555555",
     )
     axes.tick_params(axis="y", labelsize=8)
     axes.margins(x=0.15)

@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import browser_unavailable_reason, chromium_page, screenshot, serve_directory
+from browser_support import (
+    ARTIFACTS,
+    browser_unavailable_reason,
+    chromium_page,
+    screenshot,
+    serve_directory,
+)
 from kuber_exec_core.state import SessionState
 
 pytestmark = pytest.mark.browser
@@ -54,7 +60,6 @@ def test_the_state_machine_page_shows_a_drawn_diagram(site: Path) -> None:
         assert {state.name for state in SessionState} <= set(labels)
         # The Mermaid text is kept, folded away, not shown as the diagram.
         assert not page.locator("details pre").is_visible()
-        diagram.scroll_into_view_if_needed()
         screenshot(page, "docs-state-machine")
         _only_loopback(base_url, requested)
 
@@ -114,7 +119,10 @@ def test_the_home_and_benchmark_pages_show_their_pictures(site: Path) -> None:
             chart.scroll_into_view_if_needed()
             width = chart.evaluate("image => image.complete ? image.naturalWidth : 0")
             assert width > 300, chart.get_attribute("src")
-        charts.first.scroll_into_view_if_needed()
+            name = Path(chart.get_attribute("src") or f"chart-{index}").stem
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            chart.screenshot(path=str(ARTIFACTS / f"docs-benchmarks-{name}.png"))
+        page.evaluate("window.scrollTo(0, 0)")
         screenshot(page, "docs-benchmarks")
         _only_loopback(base_url, requested)
 
