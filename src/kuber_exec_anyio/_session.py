@@ -121,7 +121,13 @@ class InteractiveSession:
         if self._session.state is SessionState.CLOSED:
             raise StopAsyncIteration
         try:
-            return await self._frames_out.receive()
+            # A queued frame is taken without a trip through the event loop (one per frame on
+            # each side is most of the per-message cost); a cancelled caller still stops here.
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            try:
+                return self._frames_out.receive_nowait()
+            except anyio.WouldBlock:
+                return await self._frames_out.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
 
@@ -162,7 +168,11 @@ class InteractiveSession:
         elif isinstance(frame, Exit | Error) and self._terminal is None:
             self._terminal = frame
         try:
-            await self._frames_in.send(frame)
+            # As in __anext__: straight into the queue while it has room; wait only when full.
+            try:
+                self._frames_in.send_nowait(frame)
+            except anyio.WouldBlock:
+                await self._frames_in.send(frame)
         except anyio.BrokenResourceError:
             return False  # The consumer closed: nothing more to deliver.
         return True
