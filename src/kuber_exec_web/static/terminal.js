@@ -26,6 +26,8 @@
 
   const term = new Terminal({
     cursorBlink: true,
+    theme: { background: "#1e1e1e" },
+    lineHeight: 1.15, // Room below the baseline: underscores are not clipped.
     fontFamily: '"DejaVu Sans Mono", "Liberation Mono", monospace',
     fontSize: 14,
     scrollback: 5000,
@@ -61,7 +63,12 @@
   function setStatus(text, kind) {
     statusLine.textContent = text;
     statusLine.className = kind;
+    body.dataset.state = kind; // "open", "ended" or "failed"
   }
+  function showSize() {
+    body.dataset.size = `${term.cols}x${term.rows}`;
+  }
+  showSize();
 
   const params = new URLSearchParams(location.search);
   const url = new URL("ws", document.baseURI);
@@ -160,7 +167,10 @@
 
   term.onData((data) => sendBytes(encoder.encode(data)));
   term.onBinary((data) => sendBytes(Uint8Array.from(data, (char) => char.charCodeAt(0) & 0xff)));
-  term.onResize(({ cols, rows }) => sendJson({ type: "resize", columns: cols, rows }));
+  term.onResize(({ cols, rows }) => {
+    showSize();
+    sendJson({ type: "resize", columns: cols, rows });
+  });
   new ResizeObserver(() => fit.fit()).observe(document.getElementById("terminal"));
   window.addEventListener("resize", () => fit.fit());
 
