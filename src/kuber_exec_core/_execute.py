@@ -2,12 +2,14 @@
 
 The seed's ``collect``.
 
-Output is kept as a list of chunks joined once at the end (linear, never quadratic), and never
-more than the cap: the first byte over a stream's cap ends the run with ``ExecOutputLimitError``.
+Output is written into one growing buffer per stream (linear, never quadratic; handed over
+without a final copy), and never more than the cap: the first byte over a stream's cap ends the
+run with ``ExecOutputLimitError``.
 """
 
 from __future__ import annotations
 
+import io
 from typing import Literal
 
 import attrs
@@ -57,26 +59,29 @@ class ExecResult:
 
 
 class OutputBuffer:
-    """One stream's captured output, bounded by ``cap`` bytes."""
+    """One stream's captured output, bounded by ``cap`` bytes.
+
+    The bytes are written into one growing buffer (``io.BytesIO``, in memory), whose
+    ``getvalue()`` hands that buffer over without copying it: capturing N bytes peaks at about
+    N bytes (plus the buffer's growth slack), not the 2 N of keeping chunks and joining them.
+    """
 
     def __init__(self, stream: StreamName, cap: int) -> None:
         self.stream: StreamName = stream
         self.cap = cap
         self.size = 0
-        self._chunks: list[bytes] = []
+        self._buffer = io.BytesIO()
 
     def add(self, data: bytes) -> None:
         """Keep ``data``, or raise ``ExecOutputLimitError`` if it would pass the cap."""
         if self.size + len(data) > self.cap:
             raise ExecOutputLimitError(self.stream, self.cap)
         self.size += len(data)
-        self._chunks.append(data)
+        self._buffer.write(data)
 
     def getvalue(self) -> bytes:
-        """Everything kept, as one bytes object."""
-        if len(self._chunks) > 1:
-            self._chunks = [b"".join(self._chunks)]
-        return self._chunks[0] if self._chunks else b""
+        """Everything kept, as one bytes object (no copy while nothing else holds the buffer)."""
+        return self._buffer.getvalue()
 
 
 class ExecuteRun:
