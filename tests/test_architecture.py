@@ -21,7 +21,12 @@ ALLOWED: dict[str, set[str]] = {
     "kuber_exec_trio": {"kuber_exec_core", "kuber_exec_anyio"},
     "kuber_exec_asyncio": {"kuber_exec_core", "kuber_exec_anyio"},
     "kuber_exec_sandbox": {"kuber_exec_core"},
-    "kuber_exec_cli": {"kuber_exec_core", "kuber_exec_trio", "kuber_exec_sandbox"},
+    "kuber_exec_cli": {
+        "kuber_exec_core",
+        "kuber_exec_trio",
+        "kuber_exec_sandbox",
+        "kuber_exec_web",
+    },
     "kuber_exec_web": {
         "kuber_exec_core",
         "kuber_exec_anyio",
@@ -150,7 +155,8 @@ def test_the_bindings_share_one_implementation() -> None:
 
 @pytest.mark.parametrize(
     "module", ["kuber_exec_core.state", "kuber_exec_core.channels", "kuber_exec_core.kube",
-               "kuber_exec_core.server", "kuber_exec_core.limits", "kuber_exec_anyio.transport",
+               "kuber_exec_core.server", "kuber_exec_core.limits", "kuber_exec_core.watch",
+               "kuber_exec_anyio.transport",
                "kuber_exec_anyio.testing"],
 )  # fmt: skip
 def test_public_submodules_resolve(module: str) -> None:
