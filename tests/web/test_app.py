@@ -351,3 +351,43 @@ async def test_no_log_record_carries_the_token(
     server_side = [r for r in caplog.records if not r.name.startswith("websockets.client")]
     assert {r.name.split(".")[0] for r in server_side} >= {"kuber_exec", "kuber_exec_web"}
     assert not [r for r in server_side if TOKEN in r.getMessage()]
+
+
+async def test_mounted_in_a_starlette_app_behind_its_middleware(sandbox: Sandbox) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    def authorize(request: TerminalRequest) -> Any:
+        return DEMO if request.scope.get("user") == "alice" else None
+
+    def platform_auth(app: Any) -> Any:
+        async def middleware(scope: Any, receive: Any, send: Any) -> None:
+            headers = dict(scope.get("headers", []))
+            if headers.get(b"cookie") == b"session=alice":
+                scope = {**scope, "user": "alice"}
+            await app(scope, receive, send)
+
+        return middleware
+
+    async with adapter.KubernetesBackend(adapter.ClusterConfig(sandbox.url)) as backend:
+        terminal = create_app(adapter.ExecService(backend), authorize, default_deployment="web")
+        platform = platform_auth(Starlette(routes=[Mount("/terminal", terminal)]))
+        async with serve_app(platform) as address:
+            async with httpx.AsyncClient(base_url=f"http://{address}") as client:
+                page = await client.get("/terminal/")
+                assert '<base href="/terminal/">' in page.text
+                assert (await client.get("/terminal/static/terminal.js")).status_code == 200
+            with anyio.fail_after(30):
+                async with connect(
+                    f"ws://{address}/terminal/ws?deployment=web",
+                    subprotocols=[Subprotocol(PROTOCOL)],
+                    origin=Origin(f"http://{address}"),
+                    additional_headers={"Cookie": "session=alice"},
+                ) as ws:
+                    assert (await _control(ws))["type"] == "open"
+                async with connect(
+                    f"ws://{address}/terminal/ws?deployment=web",
+                    subprotocols=[Subprotocol(PROTOCOL)],
+                    origin=Origin(f"http://{address}"),
+                ) as ws:
+                    assert (await _control(ws))["code"] == "UNAUTHORIZED"
