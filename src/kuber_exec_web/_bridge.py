@@ -66,6 +66,8 @@ CLOSE_BAD_MESSAGE = 4400
 # A terminal's size the TTY starts with when the page sends none.
 _DEFAULT_SIZE = (80, 24)
 _MAX_DIMENSION = 10_000
+# Seconds a close may wait for a socket whose peer stopped reading (the server drops it then).
+_CLOSE_TIMEOUT = 5.0
 
 
 class _Disconnected(Exception):
@@ -122,12 +124,15 @@ class _Channel:
             raise _Disconnected from error
 
     async def close(self, code: int, reason: str = "") -> None:
+        """Close (once), when no other task sends; a peer that reads nothing cannot hold it."""
         if not self.open:
             return
         self.open = False
-        async with self._lock:
-            with contextlib.suppress(WebSocketDisconnect, OSError, RuntimeError):
-                await self.websocket.close(code, reason[:120])
+        with (
+            anyio.move_on_after(_CLOSE_TIMEOUT),
+            contextlib.suppress(WebSocketDisconnect, OSError, RuntimeError),
+        ):
+            await self.websocket.close(code, reason[:120])
 
     async def receive(self) -> MutableMapping[str, Any]:
         try:

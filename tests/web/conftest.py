@@ -6,8 +6,11 @@ The sandbox runs the demo cluster (namespace ``demo``: Deployment ``web`` of wor
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -17,6 +20,26 @@ from kuber_exec_anyio import ExecRequest, Workspace
 from kuber_exec_sandbox import Sandbox, demo_cluster, run_sandbox_in_thread
 
 DEMO = Workspace(project="demo", uid="demo-uid")
+WEB_PACKAGE = Path(__file__).resolve().parents[2] / "src" / "kuber_exec_web"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _xterm_installed() -> None:
+    """xterm.js in src/kuber_exec_web/node_modules: ``npm ci`` from the lockfile when missing
+    (as ``make`` does), so a fresh clone's test run has what the app serves."""
+    if (WEB_PACKAGE / "node_modules" / "@xterm" / "xterm" / "lib" / "xterm.js").is_file():
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.fail(
+            "npm is needed to install xterm.js for the browser terminal (apt-get install npm)"
+        )
+    subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=WEB_PACKAGE,
+        check=True,
+        timeout=300,
+    )
 
 
 def run(*command: str, deployment: str = "web") -> ExecRequest:
