@@ -145,7 +145,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         if not 0 < args.ping_interval <= 30:
             raise ValueError("--ping-interval must be more than 0 and at most 30")
     except (ValueError, ExecError) as error:
-        sys.stderr.write(f"kuber-exec web: EXEC_INVALID: {error}\n")
+        message = error.message if isinstance(error, ExecError) else str(error)
+        sys.stderr.write(f"kuber-exec web: EXEC_INVALID: {message}\n")
         return EXIT_USAGE
     _configure_logging()
     family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
