@@ -36,8 +36,10 @@ __all__ = [
 #: client-go pings every 5 s; a pong deadline well under its ~61 s give-up keeps hangs short.
 DEFAULT_PING_INTERVAL = 5.0
 DEFAULT_PONG_TIMEOUT = 30.0
-#: How long leaving waits for the server's Close reply before dropping the TCP connection.
-DEFAULT_CLOSE_TIMEOUT = 5.0
+#: How long leaving waits for the server's Close reply before dropping the TCP connection. The
+#: reply takes one round trip; the closing handshake is skipped (the TCP connection dropped at
+#: once) whenever it could not complete: a send in progress or interrupted, a cancelled caller.
+DEFAULT_CLOSE_TIMEOUT = 1.0
 
 
 class ConnectOptions(TypedDict, total=False):
@@ -48,6 +50,7 @@ class ConnectOptions(TypedDict, total=False):
     connect_timeout: float
     ping_interval: float | None
     pong_timeout: float
+    close_timeout: float
 
 
 class WebSocketExecConnection(ConnectionEnd):
@@ -65,14 +68,30 @@ class WebSocketExecConnection(ConnectionEnd):
         super().__init__(subprotocol)
         self._transport = transport
         self._receiving = False
+        # Sends in progress, and whether one was interrupted (cancelled or failed): then the
+        # WebSocket cannot take a Close frame (its socket is full, or a frame is half written).
+        self._sending = 0
+        self._send_interrupted = False
+
+    @property
+    def can_close_gracefully(self) -> bool:
+        """Whether a Close frame can go out now: no send in progress or left unfinished."""
+        return self._sending == 0 and not self._send_interrupted
 
     async def send_message(self, message: Message) -> None:
+        self._sending += 1
+        finished = False
         try:
             await self._transport.send(message)
+            finished = True
         except TransportClosed:
             raise ExecError(
                 ExecErrorCode.FAILED, "The exec connection closed while sending"
             ) from None
+        finally:
+            self._sending -= 1
+            if not finished:
+                self._send_interrupted = True
 
     async def receive_message(self) -> Message | None:
         if self._closed:
@@ -115,6 +134,7 @@ async def open_exec_connection(
     connect_timeout: float = 30.0,
     ping_interval: float | None = DEFAULT_PING_INTERVAL,
     pong_timeout: float = DEFAULT_PONG_TIMEOUT,
+    close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
 ) -> AsyncIterator[WebSocketExecConnection]:
     """Open the exec WebSocket at ``url`` (``ws``/``wss``/``http``/``https``) through a transport.
 
@@ -149,19 +169,35 @@ async def open_exec_connection(
             graceful = False
             raise
         finally:
-            await _close(transport, graceful, min(pong_timeout, DEFAULT_CLOSE_TIMEOUT))
+            graceful = graceful and connection.can_close_gracefully
+            await _close(transport, graceful, min(pong_timeout, close_timeout))
 
 
 async def _close(transport: WebSocketTransport, graceful: bool, budget: float) -> None:
     # A cancelled caller must not wait for the server's Close reply (the cancellation is what
-    # it asked for); otherwise the closing handshake gets a bounded chance. Either way the TCP
-    # connection is dropped afterwards, so nothing outlives the block.
+    # it asked for), nor can a WebSocket whose send is blocked or half done take a Close frame:
+    # then the TCP connection is dropped at once. Otherwise the closing handshake gets one
+    # round trip, bounded by ``budget``, while whatever the server still sends is read and
+    # dropped (unread messages would otherwise hide its Close reply behind backpressure).
+    # Either way the TCP connection is dropped afterwards, so nothing outlives the block.
     graceful = graceful and anyio.current_effective_deadline() != -math.inf
     with anyio.CancelScope(shield=True):
         if graceful:
             with anyio.move_on_after(budget):
-                await transport.aclose()
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(_discard_incoming, transport)
+                    await transport.aclose()
+                    tasks.cancel_scope.cancel()
         transport.abort()
+
+
+async def _discard_incoming(transport: WebSocketTransport) -> None:
+    # Nobody else receives any more: the session's reader has stopped before the close.
+    try:
+        while True:
+            await transport.receive()
+    except TransportClosed:
+        return
 
 
 class ExecConnector:

@@ -29,6 +29,7 @@ from kuber_exec_core.kube import DeploymentLookup, PodListing, exec_path
 
 from ._config import ClusterConfig
 from ._connection import (
+    DEFAULT_CLOSE_TIMEOUT,
     DEFAULT_PING_INTERVAL,
     DEFAULT_PONG_TIMEOUT,
     WebSocketExecConnection,
@@ -53,6 +54,9 @@ class KubernetesBackend:
         request_timeout: seconds for each REST read and for the WebSocket connect.
         ping_interval: seconds between keepalive pings; ``None`` disables the keepalive.
         pong_timeout: seconds to wait for each ping's pong before the peer counts as dead.
+        close_timeout: seconds leaving a session waits for the server's Close reply (one round
+            trip) before dropping the TCP connection; skipped when a send is blocked or was
+            interrupted, or the caller was cancelled (then the connection is dropped at once).
         transport: the WebSocket transport (the binding's own when ``None``).
     """
 
@@ -66,6 +70,7 @@ class KubernetesBackend:
         request_timeout: float = 30.0,
         ping_interval: float | None = DEFAULT_PING_INTERVAL,
         pong_timeout: float = DEFAULT_PONG_TIMEOUT,
+        close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
         transport: TransportOpener | None = None,
     ) -> None:
         opener = transport if transport is not None else type(self).default_transport
@@ -79,6 +84,7 @@ class KubernetesBackend:
         self._request_timeout = request_timeout
         self._ping_interval = ping_interval
         self._pong_timeout = pong_timeout
+        self._close_timeout = close_timeout
         self._http: httpx.AsyncClient | None = None
         self._rest: RestClient | None = None
 
@@ -154,5 +160,6 @@ class KubernetesBackend:
             connect_timeout=self._request_timeout,
             ping_interval=self._ping_interval,
             pong_timeout=self._pong_timeout,
+            close_timeout=self._close_timeout,
         ) as connection:
             yield connection

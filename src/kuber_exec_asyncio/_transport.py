@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.protocol import State
 
 from kuber_exec_anyio.transport import TransportClosed, TransportOptions, describe_error
 from kuber_exec_core import ExecError, ExecErrorCode
@@ -48,11 +49,24 @@ class AsyncioWebSocketTransport:
     def subprotocol(self) -> str | None:
         return self._websocket.subprotocol
 
+    def _gone(self) -> bool:
+        transport = self._websocket.transport
+        return transport is None or transport.is_closing()
+
     async def send(self, message: Message) -> None:
+        if self._websocket.state is not State.OPEN:
+            raise TransportClosed(clean=False)
         try:
             await self._websocket.send(message)
         except ConnectionClosed:
             raise TransportClosed(clean=False) from None
+        except AttributeError:
+            # websockets aborts the asyncio transport when a send fails, and asyncio's abort of
+            # a transport it has already torn down raises AttributeError ('NoneType' object
+            # has no attribute 'call_soon'): the connection is gone, nothing else.
+            if self._gone():
+                raise TransportClosed(clean=False) from None
+            raise
 
     async def receive(self) -> Message:
         try:
@@ -62,14 +76,31 @@ class AsyncioWebSocketTransport:
         return message
 
     async def ping(self) -> None:
+        if self._websocket.state is not State.OPEN:
+            raise TransportClosed(clean=False)
         try:
             pong = await self._websocket.ping()
             await pong
         except ConnectionClosed:
             raise TransportClosed(clean=False) from None
+        except AttributeError:  # as in send
+            if self._gone():
+                raise TransportClosed(clean=False) from None
+            raise
 
     async def aclose(self) -> None:
-        await self._websocket.close()
+        websocket = self._websocket
+        transport = websocket.transport
+        if websocket.state is not State.OPEN or transport is None or transport.is_closing():
+            return  # Already closing or closed: only the abort that follows is left.
+        if transport.get_write_buffer_size() > 0:
+            # Unsent bytes: the peer is not reading, a Close frame would wait in drain().
+            return
+        try:
+            await websocket.close()
+        except AttributeError:  # as in send: the transport went away under websockets
+            if not self._gone():
+                raise
 
     def abort(self) -> None:
         transport = self._websocket.transport
