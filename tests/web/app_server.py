@@ -9,6 +9,7 @@ connect at once (the connection waits in the backlog until uvicorn accepts it): 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -21,19 +22,25 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.abc
 import uvicorn
 
 _URL_LINE = re.compile(r"Open:\s+(http://\S+)")
 
 
 @asynccontextmanager
-async def serve_app(app: Any) -> AsyncIterator[str]:
-    """Serve the ASGI ``app`` on 127.0.0.1 (a free port) for the block; yields ``ws://host:port``."""
+async def serve_app(app: Any, **config: Any) -> AsyncIterator[str]:
+    """Serve the ASGI ``app`` on 127.0.0.1 (a free port) for the block; yields ``host:port``.
+
+    ``config``: more ``uvicorn.Config`` options (e.g. ``ws_ping_interval=None``).
+    """
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
-    config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
+    options: dict[str, Any] = {"lifespan": "off", "log_level": "warning", "access_log": False}
+    uvicorn_config = uvicorn.Config(app, **{**options, **config})
+    server = uvicorn.Server(uvicorn_config)
     task = asyncio.ensure_future(server.serve(sockets=[listener]))
     try:
         host, port = listener.getsockname()[:2]
@@ -42,6 +49,49 @@ async def serve_app(app: Any) -> AsyncIterator[str]:
         server.should_exit = True
         await task
         listener.close()
+
+
+class IdleCuttingProxy:
+    """A loopback TCP proxy to ``target`` (``host:port``) that drops a connection once no byte
+    crossed it for ``idle`` seconds, as proxies in front of web terminals do (often at 60 s)."""
+
+    def __init__(self, target: str, idle: float) -> None:
+        host, _, port = target.rpartition(":")
+        self.target = (host, int(port))
+        self.idle = idle
+        self.cut = 0
+
+    async def _handle(self, client: anyio.abc.SocketStream) -> None:
+        upstream = await anyio.connect_tcp(*self.target)
+        # One deadline for the connection, pushed back by every chunk either way.
+        with anyio.CancelScope(deadline=anyio.current_time() + self.idle) as idle:
+
+            async def pump(source: anyio.abc.SocketStream, sink: anyio.abc.SocketStream) -> None:
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    async for chunk in source:
+                        idle.deadline = anyio.current_time() + self.idle
+                        await sink.send(chunk)
+                idle.cancel()  # One side closed: so does the proxy.
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(pump, client, upstream)
+                tasks.start_soon(pump, upstream, client)
+        if idle.cancelled_caught and anyio.current_time() >= idle.deadline:
+            self.cut += 1
+        await anyio.aclose_forcefully(client)
+        await anyio.aclose_forcefully(upstream)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[str]:
+        """Listen on 127.0.0.1 for the block; yields ``host:port``."""
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        async with listener, anyio.create_task_group() as tasks:
+            tasks.start_soon(listener.serve, self._handle)
+            try:
+                yield f"127.0.0.1:{port}"
+            finally:
+                tasks.cancel_scope.cancel()
 
 
 class DemoProcess:

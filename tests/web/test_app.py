@@ -23,7 +23,7 @@ from kuber_exec_asyncio import AuditEvent, SessionLimits
 from kuber_exec_sandbox import Sandbox
 from kuber_exec_web import PROTOCOL, TerminalRefused, TerminalRequest, create_app, token_authorizer
 
-from .app_server import DemoProcess, serve_app
+from .app_server import DemoProcess, IdleCuttingProxy, serve_app
 from .conftest import DEMO
 
 pytestmark = pytest.mark.anyio
@@ -391,3 +391,47 @@ async def test_mounted_in_a_starlette_app_behind_its_middleware(sandbox: Sandbox
                     origin=Origin(f"http://{address}"),
                 ) as ws:
                     assert (await _control(ws))["code"] == "UNAUTHORIZED"
+
+
+@pytest.mark.parametrize(
+    ("ping_interval", "survives"), [(0.25, True), (30.0, False)], ids=["pinged", "control"]
+)
+async def test_pings_keep_a_quiet_terminal_alive_behind_a_proxy_that_cuts_idle_connections(
+    sandbox: Sandbox, ping_interval: float, survives: bool
+) -> None:
+    # The proxy drops connections idle for 1 s (real ones: often 60 s; the app pings every 25 s).
+    # uvicorn's own WebSocket pings are off here, so only the app's pings cross the proxy.
+    async with adapter.KubernetesBackend(adapter.ClusterConfig(sandbox.url)) as backend:
+        app = create_app(
+            adapter.ExecService(backend),
+            token_authorizer(TOKEN, DEMO),
+            default_deployment="web",
+            ping_interval=ping_interval,
+        )
+        async with serve_app(app, ws_ping_interval=None) as address:
+            proxy = IdleCuttingProxy(address, idle=1.0)
+            async with proxy.running() as proxied:
+                with anyio.fail_after(30):
+                    async with _terminal(proxied) as ws:
+                        assert (await _control(ws))["type"] == "open"
+                        quiet_until = anyio.current_time() + 3.0  # three times the cut-off
+                        alive = await _answer_pings_until(ws, quiet_until)
+                        if alive:
+                            await ws.send(b"echo still here\r")
+                            await _output_until(ws, b"still here\r\n")
+    assert alive is survives
+    assert proxy.cut == (0 if survives else 1)
+
+
+async def _answer_pings_until(ws: ClientConnection, deadline: float) -> bool:
+    """Answer the app's pings, as the page does, and nothing else; False if the link dropped."""
+    try:
+        while True:
+            with anyio.move_on_after(deadline - anyio.current_time()) as waited:
+                message = await ws.recv()
+            if waited.cancelled_caught:
+                return True
+            if message == '{"type": "ping"}':
+                await ws.send('{"type": "pong"}')
+    except ConnectionClosed:
+        return False
