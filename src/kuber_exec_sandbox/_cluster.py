@@ -4,14 +4,24 @@ Objects are plain mutable attrs classes so a test can flip a pod's readiness or 
 requests. Uids are stable: derived from kind, namespace and name (UUIDv5) unless given, so the
 same cluster built twice has the same uids. Names of generated ReplicaSets and pods are stable too.
 The server reads the model on every request (no caching), on the trio thread that serves it.
+
+Watches (``?watch=1``) see changes through :class:`Cluster`'s change signal: every helper here
+(``add_*``, :meth:`Cluster.delete_pod`, :meth:`Cluster.scale_deployment`, :meth:`Cluster.compact`)
+and :meth:`Cluster.touch` signal one; after mutating objects directly while watches are open, do it
+inside ``with cluster.changing():``, which holds the model's lock (the server renders under it,
+on its own thread) and signals on the way out.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
+import threading
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import ParamSpec, TypeVar
 
 import attrs
 
@@ -34,6 +44,8 @@ __all__ = [
 SANDBOX_NODE = "sandbox-node"
 # The alphabet Kubernetes uses for generated name suffixes (no vowels, no look-alikes).
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def stable_uid(kind: str, namespace: str, name: str) -> str:
@@ -44,6 +56,18 @@ def stable_uid(kind: str, namespace: str, name: str) -> str:
 def _suffix(seed: str, length: int) -> str:
     digest = hashlib.sha256(seed.encode("utf-8")).digest()
     return "".join(_SUFFIX_ALPHABET[byte % len(_SUFFIX_ALPHABET)] for byte in digest[:length])
+
+
+def _locked(method: Callable[P, R]) -> Callable[P, R]:
+    # The add_* helpers change the model under its lock: the server may be rendering it.
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        cluster = args[0]
+        assert isinstance(cluster, Cluster)
+        with cluster.lock:
+            return method(*args, **kwargs)
+
+    return wrapper
 
 
 def _now() -> str:
@@ -162,18 +186,137 @@ class Namespace:
 class Cluster:
     """A whole sandbox cluster. Build it with the ``add_*`` helpers; mutate objects freely.
 
-    ``resource_version`` is the cluster-wide ``resourceVersion`` reported on lists; bump it with
-    :meth:`touch` after a change if a client caches on it (none of the supported clients does).
+    ``resource_version`` is the cluster-wide ``resourceVersion`` (an increasing integer): lists
+    report it, and each object's own ``metadata.resourceVersion`` is the value it got when the
+    server last saw it change. The server notices a change when it next renders the namespace:
+    at every REST read of it, and for watches at every :meth:`touch` (the helpers touch). A change
+    made without a touch (``changing(quiet=True)``) shows in REST reads at once and in watches
+    only after such a read or the next touch: how a test makes a watch cache go stale.
+
+    Thread-safety: the model has one lock (``lock``, re-entrant); the server holds it while it
+    renders. Change the model inside :meth:`changing` while requests may be in flight.
     """
 
     def __init__(self) -> None:
         self.namespaces: dict[str, Namespace] = {}
         self.resource_version = 1
+        #: Held by the server while it renders, and by :meth:`changing` while a test mutates.
+        self.lock = threading.RLock()
+        #: How many times :meth:`touch` ran: the server re-renders watched namespaces after one.
+        self.changes = 0
+        #: How many times :meth:`compact` ran (each expires every older resourceVersion).
+        self.compactions = 0
+        #: How many times :meth:`drop_watches` ran (each drops every open watch connection).
+        self.watch_drops = 0
+        self._listeners: list[Callable[[], None]] = []
 
     def touch(self) -> None:
-        """Record that something changed (new ``resourceVersion``)."""
-        self.resource_version += 1
+        """Record that something changed (new ``resourceVersion``) and wake the watches."""
+        with self.lock:
+            self.resource_version += 1
+            self.changes += 1
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener()
 
+    @contextmanager
+    def changing(self, *, quiet: bool = False) -> Iterator[Cluster]:
+        """Hold the model's lock while the block mutates it, then :meth:`touch` (unless ``quiet``).
+
+        With ``quiet=True`` open watches do not hear of the change until the namespace is next
+        read over REST or something else touches the cluster (see the class docstring).
+        """
+        with self.lock:
+            yield self
+        if not quiet:
+            self.touch()
+
+    def add_listener(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener()`` after every :meth:`touch` (from the touching thread; it must not
+        block). Returns the function that removes it."""
+        with self.lock:
+            self._listeners.append(listener)
+
+        def remove() -> None:
+            with self.lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return remove
+
+    def compact(self) -> None:
+        """Expire every resourceVersion up to now, as etcd compaction does.
+
+        Open watches get an ``ERROR`` event with a ``410 Gone`` Status and end; a new watch from
+        an older resourceVersion is answered ``410 Gone``; a LIST (then a watch from its
+        resourceVersion) works as before.
+        """
+        with self.lock:
+            self.compactions += 1
+        self.touch()
+
+    def drop_watches(self) -> None:
+        """Drop every open watch connection abruptly (no end of the chunked body), as a broken
+        network or a restarting API server does; watches opened afterwards are served."""
+        with self.lock:
+            self.watch_drops += 1
+        self.touch()
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        """Remove the pod (a ``KeyError`` if there is none): watches get ``DELETED``."""
+        with self.lock:
+            del self.namespaces[namespace].pods[name]
+        self.touch()
+
+    def scale_deployment(self, namespace: str, name: str, replicas: int) -> list[PodObject]:
+        """Give the Deployment's newest ReplicaSet ``replicas`` ready pods: the surplus (last by
+        name) is deleted, missing ones are added. Returns the ReplicaSet's pods, by name.
+
+        Raises:
+            KeyError: no such Deployment, or it controls no ReplicaSet.
+            ValueError: ``replicas`` is negative.
+        """
+        if replicas < 0:
+            raise ValueError("replicas must not be negative")
+        with self.lock:
+            ns = self.namespaces[namespace]
+            deployment = ns.deployments[name]
+            owned = [
+                rs
+                for rs in ns.replica_sets.values()
+                if rs.owner is not None and rs.owner.uid == deployment.uid
+            ]
+            if not owned:
+                raise KeyError(f"Deployment {name} controls no ReplicaSet")
+            replica_set = max(owned, key=lambda rs: (rs.creation_timestamp, rs.name))
+            ref = OwnerRef(
+                api_version="apps/v1", kind="ReplicaSet", name=replica_set.name, uid=replica_set.uid
+            )
+            pods = sorted(
+                (p for p in ns.pods.values() if p.owner is not None and p.owner.uid == ref.uid),
+                key=lambda p: p.name,
+            )
+            for pod in pods[replicas:]:
+                del ns.pods[pod.name]
+            index = 0
+            while len(pods) < replicas:
+                pod_name = f"{replica_set.name}-{_suffix(f'{namespace}/{name}/scale/{index}', 5)}"
+                index += 1
+                if pod_name in ns.pods:
+                    continue
+                pods.append(
+                    self.add_pod(
+                        namespace,
+                        pod_name,
+                        owner=ref,
+                        labels=dict(replica_set.match_labels),
+                        containers=replica_set.containers,
+                    )
+                )
+        self.touch()
+        return sorted(pods[:replicas], key=lambda p: p.name)
+
+    @_locked
     def namespace(self, name: str) -> Namespace:
         """The namespace ``name``, created empty when missing."""
         if name not in self.namespaces:
@@ -199,6 +342,7 @@ class Cluster:
         }
         return [p for p in ns.pods.values() if p.owner is not None and p.owner.uid in owned_sets]
 
+    @_locked
     def add_deployment(
         self,
         namespace: str,
@@ -251,6 +395,7 @@ class Cluster:
         )
         return deployment
 
+    @_locked
     def add_replica_set(
         self,
         namespace: str,
@@ -287,6 +432,7 @@ class Cluster:
             )
         return replica_set
 
+    @_locked
     def add_pod(
         self,
         namespace: str,

@@ -27,6 +27,7 @@ from kuber_exec_core.channels import parse_subprotocol_header
 from ._cluster import Cluster
 from ._exec_request import ExecPlan, plan_exec
 from ._rest import RestResponse, handle_rest, status_response
+from ._watch import DEFAULT_BOOKMARK_INTERVAL, WatchHub, WatchPlan, plan_watch
 from ._websocket import WebSocket
 
 __all__ = ["ConnectionHandler", "ExecRunner"]
@@ -99,6 +100,10 @@ class ConnectionHandler:
     server_address: str
     run_exec: ExecRunner
     required_token: str | None = None
+    #: Wakes the open watches (``serve_sandbox`` connects it to the cluster's touches).
+    watches: WatchHub = attrs.field(factory=WatchHub)
+    #: Seconds between the bookmarks of a watch that allows them.
+    bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL
 
     async def __call__(self, stream: trio.SocketStream) -> None:
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD_BYTES)
@@ -199,14 +204,21 @@ class ConnectionHandler:
             return False
         route = _exec_route(request.path)
         if route is None:
-            answer = handle_rest(
-                self.cluster,
-                request.method,
-                request.path,
-                request.query,
-                accept=request.header("accept"),
-                offer_v5=self.offer_v5,
-                server_address=self.server_address,
+            watch = plan_watch(self.cluster, request.method, request.path, request.query)
+            if isinstance(watch, WatchPlan):
+                return await self._stream_watch(connection, stream, watch)
+            answer = (
+                watch
+                if watch is not None
+                else handle_rest(
+                    self.cluster,
+                    request.method,
+                    request.path,
+                    request.query,
+                    accept=request.header("accept"),
+                    offer_v5=self.offer_v5,
+                    server_address=self.server_address,
+                )
             )
             await self._respond(connection, stream, answer, head_only=request.method == "HEAD")
             return False
@@ -251,6 +263,28 @@ class ConnectionHandler:
         )
         trailing, _closed = connection.trailing_data
         await self.run_exec(WebSocket(stream, bytes(trailing)), plan)
+
+    async def _stream_watch(
+        self, connection: h11.Connection, stream: trio.SocketStream, watch: WatchPlan
+    ) -> bool:
+        # A chunked 200 whose body is the event lines (._watch). True: the connection must
+        # close without ending the body (Cluster.drop_watches), as a broken network would.
+        headers = [
+            ("Content-Type", "application/json"),
+            ("Transfer-Encoding", "chunked"),
+            ("Cache-Control", "no-cache, private"),
+        ]
+        await stream.send_all(
+            connection.send(h11.Response(status_code=200, headers=headers)) or b""
+        )
+
+        async def send(line: bytes) -> None:
+            await stream.send_all(connection.send(h11.Data(data=line)) or b"")
+
+        if not await watch.run(self.watches, send, self.bookmark_interval):
+            return True
+        await stream.send_all(connection.send(h11.EndOfMessage()) or b"")
+        return False
 
     async def _respond(
         self,

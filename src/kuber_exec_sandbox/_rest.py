@@ -20,9 +20,17 @@ import attrs
 from kuber_exec_core import ExecError, LabelSelector
 
 from . import _discovery, _render
-from ._cluster import Cluster, PodObject
+from ._cluster import Cluster
+from ._journal import journal_of
 
-__all__ = ["RestResponse", "handle_rest", "json_response", "status_response"]
+__all__ = [
+    "RestResponse",
+    "collection_route",
+    "handle_rest",
+    "is_watch",
+    "json_response",
+    "status_response",
+]
 
 JSON = dict[str, Any]
 _NAME = r"([^/]+)"
@@ -102,11 +110,27 @@ def handle_rest(
     if name is not None:
         assert namespace is not None
         return _get_one(cluster, resource, namespace, name)
-    if _query(query, "watch") not in (None, "", "0", "false"):
+    if is_watch(query):
+        # Namespaced watches are streamed by the connection (._watch); this is the rest.
         return status_response(
-            405, "MethodNotAllowed", "the kuber-exec sandbox does not support watch"
+            405,
+            "MethodNotAllowed",
+            "the kuber-exec sandbox watches Pods, Deployments and ReplicaSets of one namespace",
         )
     return _list(cluster, resource, namespace, query, accept)
+
+
+def is_watch(query: Sequence[tuple[str, str]]) -> bool:
+    """Whether the query asks for a watch (``watch=1``/``true``)."""
+    return _query(query, "watch") not in (None, "", "0", "false")
+
+
+def collection_route(path: str) -> tuple[str, str, str | None] | None:
+    """``(resource, namespace, name)`` for a namespaced Pod, Deployment or ReplicaSet path."""
+    for pattern, resource in _ROUTES[:3]:
+        if (match := pattern.fullmatch(path)) is not None:
+            return resource, match.group(1), match.group(2) or None
+    return None
 
 
 def _discovery_answer(path: str, accept: str, offer_v5: bool, address: str) -> RestResponse | None:
@@ -145,40 +169,26 @@ def _namespaces(cluster: Cluster, name: str | None) -> RestResponse:
     return json_response(_render.namespace_json(name))
 
 
-def _counts(pods: list[PodObject]) -> tuple[int, int]:
-    return sum(1 for p in pods if p.ready), len(pods)
+def _objects(cluster: Cluster, resource: str, namespace: str | None) -> tuple[list[JSON], int]:
+    """The objects (by namespace, then name) as of now, and the resourceVersion of that state.
 
-
-def _objects(cluster: Cluster, resource: str, namespace: str | None) -> list[JSON]:
-    namespaces = (
-        [cluster.namespaces[namespace]]
-        if namespace in cluster.namespaces
-        else []
-        if namespace is not None
-        else [cluster.namespaces[n] for n in sorted(cluster.namespaces)]
-    )
-    items: list[JSON] = []
-    for ns in namespaces:
-        if resource == "pods":
-            items += [_render.pod_json(ns.pods[n]) for n in sorted(ns.pods)]
-        elif resource == "deployments":
-            for n in sorted(ns.deployments):
-                deployment = ns.deployments[n]
-                items.append(
-                    _render.deployment_json(deployment, *_counts(cluster.pods_of(deployment)))
-                )
+    The journal renders the namespace first (under the model's lock), so each object carries
+    the resourceVersion of its last change and a watch from the returned version misses nothing.
+    """
+    with cluster.lock:
+        journal = journal_of(cluster)
+        if namespace is None:
+            journal.sync_all()
+            names = sorted(cluster.namespaces)
         else:
-            for n in sorted(ns.replica_sets):
-                rs = ns.replica_sets[n]
-                pods = [
-                    p for p in ns.pods.values() if p.owner is not None and p.owner.uid == rs.uid
-                ]
-                items.append(_render.replica_set_json(rs, *_counts(pods)))
-    return items
+            journal.sync(namespace)
+            names = [namespace] if namespace in cluster.namespaces else []
+        items = [item for n in names for item in journal.items(resource, n)]
+        return items, cluster.resource_version
 
 
 def _get_one(cluster: Cluster, resource: str, namespace: str, name: str) -> RestResponse:
-    for item in _objects(cluster, resource, namespace):
+    for item in _objects(cluster, resource, namespace)[0]:
         if item["metadata"]["name"] == name:
             return json_response(item)
     details: JSON = {"name": name, "kind": resource}
@@ -203,28 +213,37 @@ def _list(
     if not limit_text.isdigit():
         return status_response(400, "BadRequest", f"limit: Invalid value: {limit_text!r}")
     limit = int(limit_text)
-    start = 0
+    # The continue token is the key ("namespace/name") of the last object sent, like etcd's:
+    # the next page starts after it, so objects deleted in between shift nothing.
+    after: tuple[str, str] | None = None
     token = _query(query, "continue")
     if token:
         try:
-            start = int(base64.urlsafe_b64decode(token.encode("ascii")).decode("ascii"))
+            key = base64.urlsafe_b64decode(token.encode("ascii")).decode("utf-8")
         except (binascii.Error, ValueError, UnicodeError):
+            key = ""
+        ns_part, slash, name_part = key.partition("/")
+        if not slash or not name_part:
             return status_response(400, "BadRequest", "continue key is not valid")
+        after = (ns_part, name_part)
+    listed, version = _objects(cluster, resource, namespace)
     items = [
         i
-        for i in _objects(cluster, resource, namespace)
-        if selector.matches(i["metadata"]["labels"])
+        for i in listed
+        if selector.matches(i["metadata"]["labels"]) and (after is None or _key(i) > after)
     ]
     more = ""
-    if limit and start + limit < len(items):
-        more = base64.urlsafe_b64encode(str(start + limit).encode("ascii")).decode("ascii")
-    page = items[start : start + limit] if limit else items[start:]
+    page = items[:limit] if limit else items
+    if limit and limit < len(items):
+        last = "/".join(_key(page[-1]))
+        more = base64.urlsafe_b64encode(last.encode("utf-8")).decode("ascii")
     kind = {"pods": "Pod", "deployments": "Deployment", "replicasets": "ReplicaSet"}[resource]
     if "as=Table" in accept:
-        return json_response(
-            _render.table(kind, page, cluster.resource_version), content_type=_TABLE_CONTENT_TYPE
-        )
+        return json_response(_render.table(kind, page, version), content_type=_TABLE_CONTENT_TYPE)
     api_version = "v1" if resource == "pods" else "apps/v1"
-    return json_response(
-        _render.object_list(f"{kind}List", api_version, page, cluster.resource_version, more)
-    )
+    return json_response(_render.object_list(f"{kind}List", api_version, page, version, more))
+
+
+def _key(item: JSON) -> tuple[str, str]:
+    metadata = item["metadata"]
+    return metadata["namespace"], metadata["name"]

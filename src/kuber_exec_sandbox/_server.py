@@ -23,6 +23,7 @@ from ._exec import run_exec_session
 from ._exec_request import ExecPlan
 from ._http import ConnectionHandler
 from ._process import ProcessRegistry
+from ._watch import DEFAULT_BOOKMARK_INTERVAL
 from ._websocket import WebSocket
 
 __all__ = ["NonLoopbackError", "Sandbox", "serve_sandbox", "write_kubeconfig"]
@@ -121,6 +122,7 @@ async def serve_sandbox(
     offer_v5: bool = True,
     allow_non_loopback: bool = False,
     token: str | None = None,
+    bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
 ) -> AsyncIterator[Sandbox]:
     """Serve ``cluster`` (default: :func:`demo_cluster`) until the block ends.
 
@@ -132,6 +134,8 @@ async def serve_sandbox(
         offer_v5: False behaves as a pre-1.30 cluster (exec offers no ``v5.channel.k8s.io``).
         token: when set, every request must carry it as a bearer token (401 otherwise), and the
             kubeconfig holds it; for testing that clients send credentials on every path.
+        bookmark_interval: seconds between the ``BOOKMARK`` events of a watch that allows
+            them (watches: see ``docs/sandbox.md``; every ``cluster.touch()`` wakes them).
 
     Raises:
         NonLoopbackError: ``host`` is not loopback and ``allow_non_loopback`` is false.
@@ -160,6 +164,11 @@ async def serve_sandbox(
             required_token=token,
             server_address=url.removeprefix("http://"),
             run_exec=run_exec,
+            bookmark_interval=bookmark_interval,
+        )
+        # Touches may come from any thread (a test's, while this runs in a background one).
+        stop_waking = cluster.add_listener(
+            handler.watches.waker(trio.lowlevel.current_trio_token())
         )
         sandbox = Sandbox(
             url=url,
@@ -173,4 +182,5 @@ async def serve_sandbox(
             try:
                 yield sandbox
             finally:
+                stop_waking()
                 nursery.cancel_scope.cancel()
