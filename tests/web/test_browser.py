@@ -201,3 +201,22 @@ def test_yes_for_ten_seconds_keeps_the_apps_rss_flat(page: Page, demo: DemoProce
     )
     assert flowed > 1 * mib, "the output did not flow"
     assert max(warm) - min(warm) < 16 * mib, samples
+
+
+def test_the_page_keeps_a_quiet_terminal_alive_with_pings(
+    demo: DemoProcess, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # A server that pings every 0.5 s and drops a page it hears nothing from for 1.5 s: a
+    # terminal left alone for 4 s is still there only if the page pings and answers pings.
+    quick = DemoProcess(
+        "--ping-interval", "0.5", audit_log=tmp_path_factory.mktemp("pings") / "audit.jsonl"
+    )
+    try:
+        with chromium_page() as page:
+            _open(page, quick)
+            page.wait_for_timeout(4000)  # The quiet period under test, not a synchronisation.
+            _type(page, "echo still connected")
+            _wait_for_screen(page, "\nstill connected")
+            assert page.locator("body").get_attribute("data-state") == "open"
+    finally:
+        quick.stop()
