@@ -211,8 +211,9 @@ async def _serve(
         netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         stdout.write(
             "kuber-exec web: a browser terminal into the sandbox's demo workspace\n"
-            f"  (project {DEMO_WORKSPACE.project}, workspace uid {DEMO_WORKSPACE.uid}; its "
-            "Deployment web runs `sh`; Deployment other belongs to another workspace).\n"
+            f"  (project {DEMO_WORKSPACE.project}, workspace uid {DEMO_WORKSPACE.uid}): its "
+            "Deployment web runs `sh`,\n"
+            "  Deployment other belongs to another workspace.\n"
             f"  Open:      http://{netloc}/?deployment=web#token={token}\n"
             "             (the token is printed only here and never logged)\n"
             f"  Audit log: {audit.path}\n"

@@ -102,9 +102,13 @@ def test_type_commands_and_read_the_screen(page: Page, demo: DemoProcess) -> Non
     _type(page, "echo hello from $HOSTNAME; echo $((6 * 7)) is the answer")
     screen = _wait_for_screen(page, "42 is the answer")
     assert "hello from web-" in screen
-    _type(page, "ls / | head -3; printf 'café ✓\\n'")
-    _wait_for_screen(page, "café ✓\n")
-    screenshot(page, "web-terminal")  # docs/images/web-terminal.png is a copy of one.
+    _type(page, "ls --color=always -d /etc /bin /tmp; printf 'café ✓ \\033[1;32mdone\\033[0m\\n'")
+    _wait_for_screen(page, "café ✓ done\n")
+    # A window the size of a docs picture (docs/images/web-terminal.png is a copy of this one).
+    size = page.locator("body").get_attribute("data-size")
+    page.set_viewport_size({"width": 820, "height": 300})
+    expect(page.locator("body")).not_to_have_attribute("data-size", size or "")
+    screenshot(page, "web-terminal")
 
 
 def test_stty_size_follows_the_window(page: Page, demo: DemoProcess) -> None:
