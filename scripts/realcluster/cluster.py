@@ -137,9 +137,15 @@ def netns_up() -> None:
 def netns_down() -> None:
     if NETNS_PATH.exists():
         subprocess.run(["ip", "netns", "delete", NETNS], check=False)
-    # `ip netns add` made /run/netns if it was missing: leave no empty directory behind.
+    # `ip netns add` makes /run/netns (a bind mount of itself) when it is missing: once no
+    # namespace is left in it, undo that, so no empty mount is left behind.
+    run_netns = NETNS_PATH.parent
     with contextlib.suppress(OSError):
-        NETNS_PATH.parent.rmdir()
+        if run_netns.is_dir() and not any(run_netns.iterdir()):
+            # (A bind mount of the same filesystem: os.path.ismount cannot tell; mountinfo can.)
+            for _ in cri_runtime._mount_points_under(run_netns):
+                subprocess.run(["umount", str(run_netns)], capture_output=True, check=False)
+            run_netns.rmdir()
 
 
 # --------------------------------------------------------------------------------------------
