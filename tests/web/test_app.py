@@ -105,9 +105,14 @@ async def _count_pings_until_closed(ws: ClientConnection) -> int:
         return pings
 
 
-async def _output_until_quiet(ws: ClientConnection, quiet: float) -> int:
-    """Output bytes received, unacknowledged, until none came for ``quiet`` seconds."""
+async def _output_until_quiet(ws: ClientConnection, quiet: float, at_least: int) -> int:
+    """Output bytes received, unacknowledged: ``at_least`` of them, then more until none came
+    for ``quiet`` seconds."""
     received = 0
+    while received < at_least:
+        message = await ws.recv()
+        if isinstance(message, bytes):
+            received += len(message)
     while True:
         with anyio.move_on_after(quiet) as waited:
             message = await ws.recv()
@@ -241,7 +246,7 @@ async def test_output_waits_for_the_page_to_acknowledge_it(served: Callable[...,
             assert (await _control(ws))["type"] == "open"
             await ws.send(b"yes\r")
             # Without acknowledgements, output stops at the window (plus the frame in flight).
-            unacknowledged = await _output_until_quiet(ws, quiet=1.5)
+            unacknowledged = await _output_until_quiet(ws, quiet=1.5, at_least=window)
             assert window <= unacknowledged <= window + 64 * 1024
             # Acknowledged, it flows again.
             await ws.send(json.dumps({"type": "ack", "bytes": unacknowledged}))
@@ -399,7 +404,7 @@ async def test_mounted_in_a_starlette_app_behind_its_middleware(sandbox: Sandbox
 async def test_pings_keep_a_quiet_terminal_alive_behind_a_proxy_that_cuts_idle_connections(
     sandbox: Sandbox, ping_interval: float, survives: bool
 ) -> None:
-    # The proxy drops connections idle for 1 s (real ones: often 60 s; the app pings every 25 s).
+    # The proxy drops connections idle for 2 s (real ones: often 60 s; the app pings every 25 s).
     # uvicorn's own WebSocket pings are off here, so only the app's pings cross the proxy.
     async with adapter.KubernetesBackend(adapter.ClusterConfig(sandbox.url)) as backend:
         app = create_app(
@@ -409,12 +414,12 @@ async def test_pings_keep_a_quiet_terminal_alive_behind_a_proxy_that_cuts_idle_c
             ping_interval=ping_interval,
         )
         async with serve_app(app, ws_ping_interval=None) as address:
-            proxy = IdleCuttingProxy(address, idle=1.0)
+            proxy = IdleCuttingProxy(address, idle=2.0)
             async with proxy.running() as proxied:
                 with anyio.fail_after(30):
                     async with _terminal(proxied) as ws:
                         assert (await _control(ws))["type"] == "open"
-                        quiet_until = anyio.current_time() + 3.0  # three times the cut-off
+                        quiet_until = anyio.current_time() + 5.0  # over twice the cut-off
                         alive = await _answer_pings_until(ws, quiet_until)
                         if alive:
                             await ws.send(b"echo still here\r")

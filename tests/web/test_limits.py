@@ -68,7 +68,6 @@ async def test_an_idle_session_ends_with_an_error_frame(
     ):
         with anyio.fail_after(20):
             frames = [frame async for frame in session]
-        assert frames[0] == Stdout(b"ready\r\n")
         assert frames[-1] == Error(
             ExecErrorCode.ABORTED,
             "the session was idle for 0.5 s (no input and no output) and was closed",
@@ -116,7 +115,6 @@ async def test_a_session_ends_at_its_maximum_duration(
     ):
         with anyio.fail_after(20):
             frames = [frame async for frame in session]
-    assert isinstance(frames[0], Stdout)
     assert frames[-1] == Error(
         ExecErrorCode.ABORTED, "the session reached its maximum duration of 1 s and was closed"
     )
