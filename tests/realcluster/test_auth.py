@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from .conftest import service_for
-from .kube import WS_MAIN, WS_OTHER, Cluster
+from .kube import WS_MAIN, WS_OTHER, Cluster, kubectl
 
 pytestmark = pytest.mark.anyio
 
@@ -80,3 +80,22 @@ async def test_a_token_for_another_namespace_is_refused_on_the_rest_reads(
     assert "system:serviceaccount:kx-other:stranger" in error.message
     assert 'cannot get resource "deployments"' in error.message
     assert 'in the namespace "kx-target"' in error.message
+
+
+@pytest.mark.parametrize("user", ["admin", "executor", "exec-plugin", "reader"])
+def test_kubectl_reads_with_the_same_kubeconfigs(
+    cluster: Cluster, workloads: Any, user: str
+) -> None:
+    # The Go loader accepts the kubeconfigs the Python one does (the exec plugin's included).
+    done = kubectl(
+        cluster, "get", "deployment", "shell", "-n", cluster.main_ns, "-o", "name", user=user
+    )
+    assert done.stdout == b"deployment.apps/shell\n"
+
+
+def test_kubectl_is_refused_with_the_stranger_token_too(cluster: Cluster, workloads: Any) -> None:
+    done = kubectl(
+        cluster, "get", "deployment", "shell", "-n", cluster.main_ns, user="stranger", check=False
+    )
+    assert done.returncode != 0
+    assert b"forbidden" in done.stderr
