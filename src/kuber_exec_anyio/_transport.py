@@ -10,6 +10,7 @@ ping, close, abort, and map its library's exceptions at that boundary.
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -27,6 +28,9 @@ __all__ = [
     "WebSocketTransport",
     "describe_error",
 ]
+
+# The count an exception group adds to its message ("... failed (1 sub-exception)").
+_SUB_EXCEPTIONS = re.compile(r"\s*\(\d+ sub-exceptions?\)$")
 
 #: Real servers send ≤ 32 KiB per message and kill sessions over 32 MiB; accept up to that.
 MAX_SERVER_MESSAGE_BYTES = 32 * 1024 * 1024
@@ -129,9 +133,11 @@ def describe_error(error: BaseException) -> str:
             current = current.__cause__ or current.__context__
     parts: list[str] = []
     for link in chain:
-        text = str(link).strip()
-        if text and all(text not in part for part in parts):
-            parts.append(text)
+        text = _SUB_EXCEPTIONS.sub("", str(link)).strip()
+        if not text or any(text in part for part in parts):
+            continue
+        # A wrapper that repeats its cause's text and adds to it replaces the shorter one.
+        parts = [part for part in parts if part not in text] + [text]
     outer, inner = type(chain[0]).__name__, type(chain[-1]).__name__
     cause = f" ({inner})" if inner != outer else ""
     return f"{outer}: {' / '.join(parts) or 'no details'}{cause}"
