@@ -127,13 +127,7 @@ class ClusterConfig:
         server: str = configuration.host
         context: ssl.SSLContext | None = None
         if server.startswith("https://"):
-            # TLS verification is on unless the kubeconfig itself says insecure-skip-tls-verify.
-            context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
-            if not configuration.verify_ssl:
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
-            if configuration.cert_file:
-                context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+            context = _tls_context(configuration)
         if configuration.api_key or configuration.refresh_api_key_hook:
             kind = "token"
         elif configuration.cert_file:
@@ -143,6 +137,84 @@ class ClusterConfig:
         else:
             kind = "none"
         return cls(server, ssl_context=context, configuration=configuration, credential_kind=kind)
+
+
+class _EncryptedKeyError(Exception):
+    """Raised by the pass phrase callback: an encrypted key is refused, never prompted for."""
+
+
+def _refuse_pass_phrase() -> bytes:
+    # Without a callback OpenSSL asks on the terminal ("Enter PEM pass phrase:") and blocks,
+    # or fails with EINVAL when there is none.
+    raise _EncryptedKeyError
+
+
+def _field(path: str | None, name: str) -> str:
+    """The kubeconfig field a loaded file came from: ``name-data`` (which the ``kubernetes``
+    loader writes to a temporary file) or ``name`` (a path in the kubeconfig)."""
+    try:
+        from kubernetes.config import kube_config
+
+        temporary = set(getattr(kube_config, "_temp_files", {}).values())
+    except ImportError:  # pragma: no cover - the kubernetes package is a dependency
+        temporary = set()
+    return f"{name}-data" if path in temporary else name
+
+
+def _tls_error(message: str) -> ExecError:
+    return ExecError(ExecErrorCode.FAILED, f"Loading the kubeconfig failed: {message}")
+
+
+def _tls_context(configuration: Any) -> ssl.SSLContext:
+    """The verifying TLS context of a kubeconfig: its CA and client certificate, each error
+    naming the kubeconfig field at fault (never quoting key material)."""
+    ca: str | None = configuration.ssl_ca_cert or None
+    try:
+        # Verification is on unless the kubeconfig itself says insecure-skip-tls-verify.
+        context = ssl.create_default_context(cafile=ca)
+    except (ssl.SSLError, OSError, ValueError) as error:
+        field = _field(ca, "certificate-authority")
+        raise _tls_error(
+            f"the cluster's {field} is not a usable PEM CA certificate ({_ssl_reason(error)})"
+        ) from None
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    cert: str | None = configuration.cert_file or None
+    key: str | None = configuration.key_file or None
+    if cert:
+        cert_field = _field(cert, "client-certificate")
+        key_field = _field(key, "client-key") if key else cert_field
+        try:
+            context.load_cert_chain(cert, key, password=_refuse_pass_phrase)
+        except _EncryptedKeyError:
+            raise _tls_error(
+                f"the user's {key_field} is encrypted; kuber-exec never prompts for a pass "
+                "phrase: give it an unencrypted key"
+            ) from None
+        except ssl.SSLError as error:
+            if error.reason == "KEY_VALUES_MISMATCH":
+                detail = f"the user's {key_field} does not match its {cert_field}"
+            else:
+                detail = (
+                    f"the user's {cert_field} and {key_field} are not a usable PEM certificate "
+                    f"and key ({_ssl_reason(error)})"
+                )
+            raise _tls_error(detail) from None
+        except (OSError, ValueError) as error:
+            raise _tls_error(
+                f"the user's {cert_field} or {key_field} could not be read ({_ssl_reason(error)})"
+            ) from None
+    return context
+
+
+def _ssl_reason(error: BaseException) -> str:
+    # OpenSSL's reason code (NO_CERTIFICATE_OR_CRL_FOUND, PEM_LIB...) or the OS error's text;
+    # never the file's content.
+    reason = getattr(error, "reason", None)
+    if isinstance(reason, str) and reason:
+        return reason
+    return getattr(error, "strerror", None) or type(error).__name__
 
 
 def _safe_text(error: BaseException) -> str:
