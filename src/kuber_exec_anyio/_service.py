@@ -9,7 +9,7 @@ closes its socket and the runtime's own cancellation exception propagates. Every
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
@@ -25,11 +25,13 @@ from kuber_exec_core import (
     ExecuteRun,
     Exit,
     ResolvedTarget,
+    Subprotocol,
     stdin_bytes,
     validate_flag,
     validate_output_cap,
     validate_queue_capacity,
     validate_request_type,
+    validate_subprotocols,
 )
 
 from ._audit import (
@@ -66,6 +68,14 @@ class ExecService:
             thread); its exceptions are logged and never reach the exec.
         session_limits: concurrent sessions per workspace, idle timeout and maximum duration
             of interactive sessions (none by default).
+        subprotocols: the exec subprotocols to offer, in order of preference (members of
+            ``Subprotocol`` or their names); default ``v5.channel.k8s.io, v4.channel.k8s.io``.
+            Offer only ``v4.base64.channel.k8s.io``, ``base64.channel.k8s.io`` or
+            ``channel.k8s.io`` for a server or proxy that speaks nothing else. Each keeps its
+            semantics: pre-v4 reports success as a clean close without a status, and only v5
+            can close stdin (``execute`` with stdin needs v5 in the offer, else
+            ``EXEC_INVALID`` before anything starts; ``Stdin(eof=True)`` is refused on the
+            others). Raises ``ExecError(EXEC_INVALID)`` for an unknown or repeated one.
     """
 
     def __init__(
@@ -75,6 +85,7 @@ class ExecService:
         *,
         audit: AuditHook | None = None,
         session_limits: SessionLimits | None = None,
+        subprotocols: Sequence[Subprotocol | str] | None = None,
     ) -> None:
         # A programming error, not a request's: TypeError at construction (docs/errors.md).
         missing = [name for name in _BACKEND_METHODS if not callable(getattr(backend, name, None))]
@@ -90,6 +101,9 @@ class ExecService:
         self.audit = audit
         self.session_limits = session_limits if session_limits is not None else SessionLimits()
         self._slots = WorkspaceSlots(self.session_limits.max_sessions_per_workspace)
+        self.subprotocols = (
+            DEFAULT_SUBPROTOCOLS if subprotocols is None else validate_subprotocols(subprotocols)
+        )
 
     def __repr__(self) -> str:
         return f"ExecService({self.backend!r}, {self.limits!r})"
@@ -138,10 +152,10 @@ class ExecService:
             stdout_limit = validate_output_cap(stdout_cap, "stdout", self.limits)
             stderr_limit = validate_output_cap(stderr_cap, "stderr", self.limits)
             stdin_data = None if stdin is None else stdin_bytes(stdin)
+            offer = ExecuteRun.subprotocols(stdin=stdin_data is not None, offer=self.subprotocols)
             target = await self.resolve_target(request)
             record.started(target)
             streams = ExecStreams(stdin=stdin_data is not None, stdout=True, stderr=True, tty=False)
-            offer = ExecuteRun.subprotocols(stdin=stdin_data is not None)
             async with self.backend.exec(target, request.command, streams, offer) as connection:
                 run = ExecuteRun(
                     target,
@@ -199,7 +213,7 @@ class ExecService:
             record.started(target)
             streams = ExecStreams(stdin=stdin, stdout=True, stderr=not tty, tty=tty)
             async with self.backend.exec(
-                target, request.command, streams, DEFAULT_SUBPROTOCOLS
+                target, request.command, streams, self.subprotocols
             ) as connection:
                 core = ExecSession(
                     connection.subprotocol,

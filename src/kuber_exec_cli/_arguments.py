@@ -79,6 +79,7 @@ _TOP_EPILOG = f"""\
 start here:
   kuber-exec demo                                  # a guided run on the in-process sandbox
   kuber-exec exec --sandbox web -- uname -a        # your own command in the demo workspace
+  kuber-exec web --sandbox                         # a terminal in your browser, same workspace
   kuber-exec exec --help                           # every option, real-cluster examples
 
 {_EXIT_STATUS_HELP}

@@ -22,6 +22,7 @@ import h11
 import trio
 from wsproto.utilities import generate_accept_token
 
+from kuber_exec_core import Subprotocol
 from kuber_exec_core.channels import parse_subprotocol_header
 
 from ._cluster import Cluster
@@ -100,6 +101,8 @@ class ConnectionHandler:
     server_address: str
     run_exec: ExecRunner
     required_token: str | None = None
+    #: Serve exec only in these subprotocols (None: what the cluster version serves).
+    only_subprotocols: tuple[Subprotocol, ...] | None = None
     #: Wakes the open watches (``serve_sandbox`` connects it to the cluster's touches).
     watches: WatchHub = attrs.field(factory=WatchHub)
     #: Seconds between the bookmarks of a watch that allows them.
@@ -233,6 +236,7 @@ class ConnectionHandler:
             websocket_upgrade=upgrade,
             offered=offered,
             offer_v5=self.offer_v5,
+            only_subprotocols=self.only_subprotocols,
         )
         if isinstance(plan, RestResponse):
             await self._respond(connection, stream, plan, close=upgrade)

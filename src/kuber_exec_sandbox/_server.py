@@ -11,12 +11,14 @@ import ipaddress
 import json
 import os
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import attrs
 import trio
+
+from kuber_exec_core import Subprotocol
 
 from ._cluster import Cluster, demo_cluster
 from ._exec import run_exec_session
@@ -122,6 +124,7 @@ async def serve_sandbox(
     offer_v5: bool = True,
     allow_non_loopback: bool = False,
     token: str | None = None,
+    subprotocols: Sequence[Subprotocol] | None = None,
     bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
 ) -> AsyncIterator[Sandbox]:
     """Serve ``cluster`` (default: :func:`demo_cluster`) until the block ends.
@@ -134,6 +137,9 @@ async def serve_sandbox(
         offer_v5: False behaves as a pre-1.30 cluster (exec offers no ``v5.channel.k8s.io``).
         token: when set, every request must carry it as a bearer token (401 otherwise), and the
             kubeconfig holds it; for testing that clients send credentials on every path.
+        subprotocols: serve exec only in these (a server or proxy that speaks, say, only
+            ``base64.channel.k8s.io``); an offer with none of them gets the empty-body 403.
+            Default: what the cluster version serves (see ``offer_v5``).
         bookmark_interval: seconds between the ``BOOKMARK`` events of a watch that allows
             them (watches: see ``docs/sandbox.md``; every ``cluster.touch()`` wakes them).
 
@@ -161,6 +167,7 @@ async def serve_sandbox(
         handler = ConnectionHandler(
             cluster=cluster,
             offer_v5=offer_v5,
+            only_subprotocols=None if subprotocols is None else tuple(subprotocols),
             required_token=token,
             server_address=url.removeprefix("http://"),
             run_exec=run_exec,
