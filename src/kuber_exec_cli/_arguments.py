@@ -18,7 +18,7 @@ from typing import NoReturn
 
 import attrs
 
-from kuber_exec_core import EXEC_MANAGED_BY_LABEL, EXEC_WORKSPACE_UID_LABEL
+from kuber_exec_core import EXEC_MANAGED_BY_LABEL, EXEC_WORKSPACE_UID_LABEL, Subprotocol
 from kuber_exec_core import __version__ as core_version
 from kuber_exec_trio import ExecRequest, Workspace
 
@@ -118,6 +118,8 @@ class ExecOptions:
     tty: bool = False
     stdout_cap: int | None = None
     stderr_cap: int | None = None
+    #: ``--subprotocol`` values in order; empty: the library's default offer.
+    subprotocols: tuple[str, ...] = ()
 
     def request(self) -> ExecRequest:
         """The library request this command line stands for."""
@@ -179,7 +181,8 @@ def build_parsers() -> Parsers:
             "--workspace-uid UID\n"
             "                       [-c CONTAINER] [-i] [-t] [--stdout-cap BYTES] "
             "[--stderr-cap BYTES]\n"
-            "                       [--sandbox] DEPLOYMENT -- COMMAND [ARG...]"
+            "                       [--subprotocol NAME]... [--sandbox] DEPLOYMENT -- COMMAND "
+            "[ARG...]"
         ),
         epilog=_EXEC_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -240,6 +243,17 @@ def build_parsers() -> Parsers:
         type=int,
         help="stop with EXEC_OUTPUT_LIMIT after BYTES of stderr (1..1048576; default: no cap)",
     )
+    cluster.add_argument(
+        "--subprotocol",
+        metavar="NAME",
+        action="append",
+        choices=[protocol.value for protocol in Subprotocol],
+        dest="subprotocols",
+        help="offer this exec subprotocol; repeat for several, in order of preference "
+        "(default: v5.channel.k8s.io then v4.channel.k8s.io). For a server or proxy that speaks "
+        "only " + ", ".join(p.value for p in Subprotocol if p is not Subprotocol.V5) + ". Only "
+        "v5 can close stdin: -i without -t needs it",
+    )
 
     commands.add_parser(
         "sandbox",
@@ -293,6 +307,7 @@ def parse_exec_options(
         tty=namespace.tty,
         stdout_cap=namespace.stdout_cap,
         stderr_cap=namespace.stderr_cap,
+        subprotocols=tuple(namespace.subprotocols or ()),
     )
 
 

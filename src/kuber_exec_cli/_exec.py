@@ -50,7 +50,7 @@ async def run_exec(options: ExecOptions, streams: LocalStreams) -> int:
         )
     request = options.request()
     async with open_backend(options) as backend:
-        service = ExecService(backend, limits)
+        service = ExecService(backend, limits, subprotocols=options.subprotocols or None)
         return await stream_session(
             service,
             request,

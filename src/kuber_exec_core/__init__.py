@@ -59,6 +59,7 @@ from ._session import SESSION_ENDED as SESSION_ENDED
 from ._session import ExecSession as ExecSession
 from ._subprotocols import DEFAULT_SUBPROTOCOLS as DEFAULT_SUBPROTOCOLS
 from ._subprotocols import Subprotocol as Subprotocol
+from ._subprotocols import validate_subprotocols as validate_subprotocols
 from ._target import ResolvedTarget as ResolvedTarget
 
 __version__ = "0.1.0"
@@ -220,4 +221,5 @@ __all__ = [
     "ExecStreams",
     "ExecuteRun",
     "Subprotocol",
+    "validate_subprotocols",
 ]

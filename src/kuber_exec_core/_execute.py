@@ -10,6 +10,7 @@ run with ``ExecOutputLimitError``.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from typing import Literal
 
 import attrs
@@ -108,10 +109,25 @@ class ExecuteRun:
         self._failure: ExecError | None = None
 
     @staticmethod
-    def subprotocols(*, stdin: bool) -> tuple[Subprotocol, ...]:
-        """What to offer: with stdin only v5, so that the command never starts on a server that
-        could not deliver its end of input (v4 cannot signal stdin EOF)."""
-        return (Subprotocol.V5,) if stdin else DEFAULT_SUBPROTOCOLS
+    def subprotocols(
+        *, stdin: bool, offer: Sequence[Subprotocol] = DEFAULT_SUBPROTOCOLS
+    ) -> tuple[Subprotocol, ...]:
+        """What to offer out of ``offer``: with stdin only v5, so that the command never starts
+        on a server that could not deliver its end of input (v4 cannot signal stdin EOF).
+
+        Raises:
+            ExecError: ``EXEC_INVALID`` for stdin when ``offer`` has no v5.
+        """
+        if not stdin:
+            return tuple(offer)
+        if Subprotocol.V5 not in offer:
+            raise ExecError(
+                ExecErrorCode.INVALID,
+                f"execute with stdin needs {Subprotocol.V5.value} (older subprotocols cannot "
+                "close stdin), which is not among the offered subprotocols: "
+                + ", ".join(protocol.value for protocol in offer),
+            )
+        return (Subprotocol.V5,)
 
     def stdin_messages(self) -> list[Message]:
         """The stdin bytes as messages, then the v5 close; empty without stdin."""

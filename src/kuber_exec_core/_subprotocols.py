@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 
-from ._errors import ExecProtocolError
+from ._errors import ExecError, ExecErrorCode, ExecProtocolError
 
 __all__ = [
     "ALL_SUBPROTOCOLS",
@@ -20,6 +20,7 @@ __all__ = [
     "choose_subprotocol",
     "parse_subprotocol_header",
     "server_subprotocols",
+    "validate_subprotocols",
 ]
 
 
@@ -52,6 +53,32 @@ class Subprotocol(enum.StrEnum):
 DEFAULT_SUBPROTOCOLS: tuple[Subprotocol, ...] = (Subprotocol.V5, Subprotocol.V4)
 #: Every member, newest first.
 ALL_SUBPROTOCOLS: tuple[Subprotocol, ...] = tuple(Subprotocol)
+
+
+def validate_subprotocols(values: object) -> tuple[Subprotocol, ...]:
+    """A user's offer, in order: ``Subprotocol`` members or their names (``"channel.k8s.io"``),
+    at least one (an empty offer gets an empty header from legacy servers), none twice.
+
+    Raises:
+        ExecError: ``EXEC_INVALID`` naming the value at fault and the known subprotocols.
+    """
+    known = ", ".join(protocol.value for protocol in Subprotocol)
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
+        raise ExecError(
+            ExecErrorCode.INVALID,
+            f"subprotocols must be a non-empty sequence of exec subprotocols ({known})",
+        )
+    offer: list[Subprotocol] = []
+    for value in values:
+        if not isinstance(value, str) or value not in Subprotocol._value2member_map_:
+            raise ExecError(
+                ExecErrorCode.INVALID, f"unknown exec subprotocol {value!r}; known: {known}"
+            )
+        protocol = Subprotocol(value)
+        if protocol in offer:
+            raise ExecError(ExecErrorCode.INVALID, f"exec subprotocol {value!r} is offered twice")
+        offer.append(protocol)
+    return tuple(offer)
 
 
 def parse_subprotocol_header(values: Iterable[str]) -> list[str]:

@@ -74,6 +74,7 @@ def plan_exec(
     websocket_upgrade: bool,
     offered: Sequence[str],
     offer_v5: bool,
+    only_subprotocols: Sequence[Subprotocol] | None = None,
 ) -> ExecPlan | RestResponse:
     """The plan for an exec request, or the HTTP answer that refuses it."""
     if method not in ("GET", "POST"):
@@ -114,6 +115,8 @@ def plan_exec(
             405, "MethodNotAllowed", "a WebSocket upgrade must use the GET method"
         )
     supported = server_subprotocols(offered, v5_enabled=offer_v5)
+    if only_subprotocols is not None:
+        supported = tuple(p for p in supported if p in only_subprotocols)
     running = pod.container(container)
     not_running = running is None or not running.running
     failure_text = f'container not found ("{container}")'

@@ -8,10 +8,12 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 
-from kuber_exec_sandbox import Sandbox, demo_cluster
+from kuber_exec_core import Subprotocol
+from kuber_exec_sandbox import Sandbox, demo_cluster, run_sandbox_in_thread
 
 from .clirun import RUN_TIMEOUT_SECONDS, run_cli, spawn_cli
 
@@ -300,3 +302,32 @@ def test_a_closed_stdout_ends_the_session() -> None:
         process.stdout.close()
         assert process.wait(RUN_TIMEOUT_SECONDS) == 141
         assert process.stderr.read() == b""
+
+
+# -- --subprotocol ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def base64_only_sandbox() -> Iterator[Sandbox]:
+    """A server (or proxy) that speaks only base64.channel.k8s.io."""
+    with run_sandbox_in_thread(
+        demo_cluster(), offer_v5=False, subprotocols=[Subprotocol.BASE64]
+    ) as running:
+        yield running
+
+
+def test_subprotocol_reaches_a_server_that_speaks_nothing_else(
+    base64_only_sandbox: Sandbox,
+) -> None:
+    args = via_kubeconfig(base64_only_sandbox, "--project", "demo", "--workspace-uid", "demo-uid")
+    refused = run_cli(*args, "web", "--", "echo", "hi")
+    assert refused.returncode == ERROR_STATUS
+    assert "supports none of the offered exec subprotocols" in error_line(refused.stderr)
+    done = run_cli(*args, "--subprotocol", "base64.channel.k8s.io", "web", "--", "echo", "hi")
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"hi\n", b"")
+
+
+def test_subprotocol_must_be_a_known_one() -> None:
+    done = run_cli("exec", "--sandbox", "--subprotocol", "v6.channel.k8s.io", "web", "--", "true")
+    assert done.returncode == ERROR_STATUS
+    assert "invalid choice: 'v6.channel.k8s.io'" in done.stderr.decode()
