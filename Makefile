@@ -21,8 +21,8 @@ $(STAMP): pyproject.toml $(WEB)/package-lock.json
 test: lint typecheck docs unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples docs/hooks
+	$(BIN)/ruff format --check src tests benchmarks examples docs/hooks
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
