@@ -39,6 +39,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = item.path.resolve()
         if path.is_relative_to(_HERE) and path.name not in _UNMARKED:
             item.add_marker(pytest.mark.realcluster)
+            # The first test also waits for the workloads to roll out (a loaded machine is slow).
+            item.add_marker(pytest.mark.timeout(300))
 
 
 def cluster_unavailable(reason: str) -> None:
