@@ -231,6 +231,11 @@ class AuditRecord:
         self._target = target
         self._emit("started")
 
+    def retargeted(self, target: ResolvedTarget) -> None:
+        """The exec is retried on ``target`` before its command started (the first pod was
+        gone): the ``ended`` event names it. No event of its own."""
+        self._target = target
+
     def exited(self, exit_code: int, *, bytes_in: int, bytes_out: int) -> None:
         """Emit ``ended`` with ``outcome="exit"``."""
         self._end("exit", exit_code=exit_code, bytes_in=bytes_in, bytes_out=bytes_out)

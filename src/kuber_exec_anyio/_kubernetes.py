@@ -7,7 +7,7 @@ which each runtime binding (``kuber_exec_trio``, ``kuber_exec_asyncio``) supplie
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Any, ClassVar, Self
@@ -19,6 +19,8 @@ from kuber_exec_core import (
     Deployment,
     ExecError,
     ExecErrorCode,
+    ExecLimits,
+    ExecRequest,
     ExecStreams,
     LabelSelector,
     Pod,
@@ -27,6 +29,15 @@ from kuber_exec_core import (
 )
 from kuber_exec_core.kube import DeploymentLookup, PodListing, exec_path
 
+from ._cache import (
+    DEFAULT_BACKOFF_CAP,
+    DEFAULT_BACKOFF_INITIAL,
+    DEFAULT_WATCH_TIMEOUT_SECONDS,
+    RestOnly,
+    TargetCache,
+    is_gone_refusal,
+    run_target_cache,
+)
 from ._config import ClusterConfig
 from ._connection import (
     DEFAULT_CLOSE_TIMEOUT,
@@ -35,6 +46,7 @@ from ._connection import (
     WebSocketExecConnection,
     open_exec_connection,
 )
+from ._drivers import resolve_target
 from ._rest import RestClient
 from ._transport import TransportOpener
 
@@ -87,6 +99,8 @@ class KubernetesBackend:
         self._close_timeout = close_timeout
         self._http: httpx.AsyncClient | None = None
         self._rest: RestClient | None = None
+        # The watch cache while ``watch()`` runs (see "Target cache" in docs/trio.md).
+        self._cache: TargetCache | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config!r})"
@@ -128,12 +142,84 @@ class KubernetesBackend:
         return self._rest
 
     async def get_deployment(self, namespace: str, name: str) -> Deployment | None:
-        """GET the Deployment (``None`` on 404)."""
+        """GET the Deployment (``None`` on 404); from the watch cache when it has ``namespace``
+        synced (:meth:`watch`)."""
+        cache = self._cache
+        if cache is not None and cache.store.synced(namespace):
+            return cache.store.get_deployment(namespace, name)
         return await self._client().run(DeploymentLookup(namespace, name))
 
     async def list_pods(self, namespace: str, selector: LabelSelector) -> Sequence[Pod]:
-        """LIST pods by selector, owners resolved through their ReplicaSets."""
+        """LIST pods by selector, owners resolved through their ReplicaSets; from the watch
+        cache when it has ``namespace`` synced (:meth:`watch`)."""
+        cache = self._cache
+        if cache is not None and cache.store.synced(namespace):
+            return cache.store.list_pods(namespace, selector)
         return await self._client().run(PodListing(namespace, selector))
+
+    @asynccontextmanager
+    async def watch(
+        self,
+        namespaces: Iterable[str],
+        *,
+        backoff_initial: float = DEFAULT_BACKOFF_INITIAL,
+        backoff_cap: float = DEFAULT_BACKOFF_CAP,
+        watch_timeout_seconds: int = DEFAULT_WATCH_TIMEOUT_SECONDS,
+    ) -> AsyncIterator[TargetCache]:
+        """Keep a target cache of ``namespaces`` while the block runs (opt-in; one at a time).
+
+        Three tasks per namespace (Deployments, ReplicaSets, Pods) LIST then WATCH it; once all
+        three are synced, :meth:`get_deployment` and :meth:`list_pods` answer from memory with
+        exactly what REST would (no round trip before the exec WebSocket); until then, and for
+        any namespace not watched, they read over REST. Watches reconnect by themselves, after
+        ``backoff_initial`` seconds doubling to ``backoff_cap`` on failures in a row; failures
+        are logged at WARNING on the ``kuber_exec`` logger, never raised. An exec whose upgrade
+        is refused with 404 (the cached pod is gone, the command never started) is resolved
+        again over REST and retried once (:meth:`retarget`). Leaving the block stops the tasks
+        and closes their connections; the backend reads over REST again.
+
+        Yields the :class:`~kuber_exec_anyio._cache.TargetCache` at once, unsynced; await its
+        ``wait_synced()`` (bounded by a timeout) to start warm.
+
+        Memory: about 1 KiB per pod, Deployment or ReplicaSet (slim snapshots); see the
+        "Target cache" section of docs/trio.md for measured figures.
+
+        Raises (on entry):
+            ExecError: ``EXEC_INVALID`` for a namespace that is not a DNS label or bad backoff
+                values, ``EXEC_FAILED`` when the backend is not open or already watching.
+        """
+        self._client()
+        if self._cache is not None:
+            raise ExecError(ExecErrorCode.FAILED, "this KubernetesBackend is already watching")
+        async with run_target_cache(
+            self.config,
+            namespaces,
+            request_timeout=self._request_timeout,
+            backoff_initial=backoff_initial,
+            backoff_cap=backoff_cap,
+            watch_timeout_seconds=watch_timeout_seconds,
+        ) as cache:
+            self._cache = cache
+            try:
+                yield cache
+            finally:
+                self._cache = None
+
+    async def retarget(
+        self, request: ExecRequest, limits: ExecLimits, target: ResolvedTarget, error: ExecError
+    ) -> ResolvedTarget | None:
+        """The target to retry on after the exec upgrade for ``target`` failed with ``error``.
+
+        Only a ``404`` refusal of the upgrade (the pod is gone: the command never started) of a
+        target in a namespace the watch cache has synced is retried: ``request`` is resolved
+        again over REST (its errors propagate: a Deployment since relabelled is forbidden).
+        ``None`` for anything else: raise ``error``. ``ExecService`` calls this at most once
+        per exec, and only on entry to the exec connection, never after it opened.
+        """
+        cache = self._cache
+        if cache is None or not cache.store.synced(target.namespace) or not is_gone_refusal(error):
+            return None
+        return await resolve_target(RestOnly(self._client(), self), request, limits)
 
     def exec(
         self,

@@ -45,6 +45,7 @@ from ._audit import (
 from ._backend import Backend
 from ._drivers import collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
+from ._retarget import open_exec
 from ._session import InteractiveSession
 
 __all__ = ["ExecService"]
@@ -156,7 +157,9 @@ class ExecService:
             target = await self.resolve_target(request)
             record.started(target)
             streams = ExecStreams(stdin=stdin_data is not None, stdout=True, stderr=True, tty=False)
-            async with self.backend.exec(target, request.command, streams, offer) as connection:
+            async with open_exec(
+                self.backend, request, self.limits, target, streams, offer, record.retargeted
+            ) as (target, connection):
                 run = ExecuteRun(
                     target,
                     connection.subprotocol,
@@ -212,9 +215,15 @@ class ExecService:
             target = await self.resolve_target(request)
             record.started(target)
             streams = ExecStreams(stdin=stdin, stdout=True, stderr=not tty, tty=tty)
-            async with self.backend.exec(
-                target, request.command, streams, self.subprotocols
-            ) as connection:
+            async with open_exec(
+                self.backend,
+                request,
+                self.limits,
+                target,
+                streams,
+                self.subprotocols,
+                record.retargeted,
+            ) as (target, connection):
                 core = ExecSession(
                     connection.subprotocol,
                     tty=tty,
