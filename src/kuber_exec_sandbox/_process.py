@@ -4,6 +4,12 @@ Every child starts in its own session (``setsid``), so its whole process group c
 at the end: when the command exits (orphans that still hold the output open would otherwise keep
 the session alive), when the client goes away, and when the server stops. ``ProcessRegistry``
 counts the children that are not reaped yet (the leak tests read it).
+
+The server may also end without stopping (SIGKILL, a crash): then a watchdog process kills the
+process groups. It reads the live groups from a pipe that only the server holds open, and on end
+of file (the kernel closes the pipe however the server ends) kills every group still listed.
+(``PR_SET_PDEATHSIG`` in the child would not do: it fires when the parent *thread* ends, and
+trio forks from worker threads that retire after a few idle seconds.)
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import os
 import signal
 import struct
 import subprocess
+import sys
 import termios
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
@@ -32,20 +39,87 @@ _VEOF = b"\x04"
 SendOutput = Callable[[Channel, bytes], Awaitable[None]]
 
 
+_WATCHDOG = """
+import os, signal, sys
+groups = set()
+for line in sys.stdin.buffer:  # until end of file: the server is gone, however it ended
+    (groups.add if line[:1] == b"+" else groups.discard)(int(line[1:]))
+for group in groups:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+class _Watchdog:
+    """Kills the listed process groups once the server's end of its pipe closes."""
+
+    def __init__(self) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # not stopped by a terminal's ^C along with the server
+        )
+        assert self._process.stdin is not None
+        self._pipe = self._process.stdin
+
+    def tell(self, line: bytes) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._pipe.write(line)
+            self._pipe.flush()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._pipe.close()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - it exits at end of file
+            self._process.kill()
+            self._process.wait()
+
+
 class ProcessRegistry:
-    """The live (spawned, not yet reaped) children of one server."""
+    """The live (spawned, not yet reaped) children of one server.
+
+    Use it as a context manager for the server's lifetime: its watchdog (started on entry, or
+    with the first child) kills every live child's process group if the server dies without
+    stopping.
+    """
 
     def __init__(self) -> None:
         self._live: set[int] = set()
         self._changed = trio.lowlevel.ParkingLot()
+        self._watchdog: _Watchdog | None = None
 
     def __len__(self) -> int:
         return len(self._live)
 
+    def __enter__(self) -> ProcessRegistry:
+        if self._watchdog is None:
+            self._watchdog = _Watchdog()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the watchdog (the server has reaped its children); idempotent."""
+        if self._watchdog is not None:
+            self._watchdog.close()
+            self._watchdog = None
+
     def add(self, pid: int) -> None:
         self._live.add(pid)
+        if self._watchdog is None:
+            self._watchdog = _Watchdog()
+        self._watchdog.tell(b"+%d\n" % pid)
 
     def discard(self, pid: int) -> None:
+        if pid in self._live and self._watchdog is not None:
+            self._watchdog.tell(b"-%d\n" % pid)
         self._live.discard(pid)
         self._changed.unpark_all()
 

@@ -184,10 +184,11 @@ async def serve_sandbox(
             offer_v5=offer_v5,
             registry=registry,
         )
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(trio.serve_listeners, handler, listeners)
-            try:
-                yield sandbox
-            finally:
-                stop_waking()
-                nursery.cancel_scope.cancel()
+        with registry:  # its watchdog outlives every child, and stops after them
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.serve_listeners, handler, listeners)
+                try:
+                    yield sandbox
+                finally:
+                    stop_waking()
+                    nursery.cancel_scope.cancel()
