@@ -43,6 +43,7 @@ from kuber_exec_core.watch import Reflector, WatchRequest, WatchStore
 
 from ._backend import Backend, ExecConnection
 from ._config import ClusterConfig
+from ._groups import single_exception
 from ._rest import RestClient
 from ._transport import describe_error
 
@@ -183,16 +184,20 @@ async def run_target_cache(
     )
     rest = RestClient(config, http)
     try:
-        async with anyio.create_task_group() as tasks:
-            for namespace in cache.namespaces:
-                watch = cache.store.watch(namespace, watch_timeout_seconds=watch_timeout_seconds)
-                for reflector in watch.reflectors:
-                    driver = _Driver(reflector, rest, http, cache, backoff_initial, backoff_cap)
-                    tasks.start_soon(driver.run)
-            try:
-                yield cache
-            finally:
-                tasks.cancel_scope.cancel()
+        # The driver tasks never raise: anything from the group is the caller's own exception.
+        with single_exception():
+            async with anyio.create_task_group() as tasks:
+                for namespace in cache.namespaces:
+                    watch = cache.store.watch(
+                        namespace, watch_timeout_seconds=watch_timeout_seconds
+                    )
+                    for reflector in watch.reflectors:
+                        driver = _Driver(reflector, rest, http, cache, backoff_initial, backoff_cap)
+                        tasks.start_soon(driver.run)
+                try:
+                    yield cache
+                finally:
+                    tasks.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
             await http.aclose()

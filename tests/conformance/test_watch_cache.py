@@ -424,3 +424,12 @@ async def test_no_retry_without_the_cache(adapter: ModuleType, sandbox: Sandbox)
             await adapter.ExecService(plain).execute(run())
         assert "HTTP 404" in caught.value.message
         assert transports.opens == 1
+
+
+async def test_an_exception_in_the_block_comes_out_as_itself(
+    adapter: ModuleType, sandbox: Sandbox
+) -> None:
+    async with backend(adapter, sandbox) as cached:
+        with pytest.raises(LookupError, match="mine"):
+            async with cached.watch(["cache"]):
+                raise LookupError("mine")
