@@ -46,6 +46,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable, Mapping
+from sys import intern
 from types import MappingProxyType
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote, urlencode
@@ -57,6 +58,8 @@ from ._jsonlines import DEFAULT_MAX_WATCH_LINE_BYTES, JsonLinesDecoder
 from ._kube_api import ApiGet, ApiResponse, api_error
 from ._objects import (
     Deployment,
+    OwnerReference,
+    PodContainer,
     PodRecord,
     ReplicaSet,
     load_json_object,
@@ -93,6 +96,45 @@ DEFAULT_LIST_PAGE_SIZE = 500
 DEFAULT_MAX_LIST_PAGES = 200
 
 
+def _shared_owner(reference: OwnerReference | None) -> OwnerReference | None:
+    if reference is None:
+        return None
+    return OwnerReference(
+        api_version=intern(reference.api_version),
+        kind=intern(reference.kind),
+        name=intern(reference.name),
+        uid=intern(reference.uid),
+        controller=reference.controller,
+    )
+
+
+def _slim_replica_set(value: object) -> ReplicaSet:
+    replica_set = parse_replica_set(value)
+    return attrs.evolve(replica_set, controller=_shared_owner(replica_set.controller))
+
+
+def _slim_pod(value: object) -> PodRecord:
+    """``parse_pod``, with the strings that pods repeat interned.
+
+    A cache keeps thousands of pods whose label keys and values, owner reference, phase and
+    container names are the same strings: one copy of each, rather than one per pod, takes about
+    a third off the store (benchmarks/watch_memory.py). Equality is unchanged.
+    """
+    record = parse_pod(value)
+    return PodRecord(
+        name=record.name,
+        uid=record.uid,
+        labels={intern(key): intern(label) for key, label in record.labels.items()},
+        controller=_shared_owner(record.controller),
+        phase=None if record.phase is None else intern(record.phase),
+        deletion_timestamp=record.deletion_timestamp,
+        containers=tuple(
+            PodContainer(name=intern(c.name), running=c.running, ready=c.ready)
+            for c in record.containers
+        ),
+    )
+
+
 @attrs.frozen(kw_only=True)
 class ResourceKind(Generic[T]):
     """One namespaced resource the reflector can mirror, and the parser of its slim snapshot."""
@@ -115,10 +157,10 @@ DEPLOYMENTS: ResourceKind[Deployment] = ResourceKind(
     api_prefix="/apis/apps/v1", resource="deployments", kind="Deployment", parse=parse_deployment
 )
 REPLICA_SETS: ResourceKind[ReplicaSet] = ResourceKind(
-    api_prefix="/apis/apps/v1", resource="replicasets", kind="ReplicaSet", parse=parse_replica_set
+    api_prefix="/apis/apps/v1", resource="replicasets", kind="ReplicaSet", parse=_slim_replica_set
 )
 PODS: ResourceKind[PodRecord] = ResourceKind(
-    api_prefix="/api/v1", resource="pods", kind="Pod", parse=parse_pod
+    api_prefix="/api/v1", resource="pods", kind="Pod", parse=_slim_pod
 )
 
 
