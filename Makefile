@@ -40,6 +40,7 @@ demo: $(STAMP)
 ## bench: throughput, memory and latency, side by side, printed as a table.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/cache.py
 
 sandbox: $(STAMP)
 	$(BIN)/kuber-exec sandbox

@@ -241,3 +241,35 @@ def test_pages_skip_nothing_when_an_object_goes_between_pages() -> None:
         second = http.get(PODS, params={"limit": 2, "continue": token}).json()
         assert [i["metadata"]["name"] for i in second["items"]] == ["p2", "p3"]
         assert "continue" not in second["metadata"]
+
+
+def test_scale_deployment_refuses_what_it_cannot_do() -> None:
+    model = cluster()
+    with pytest.raises(ValueError, match="negative"):
+        model.scale_deployment("w", "web", -1)
+    with pytest.raises(KeyError):
+        model.scale_deployment("w", "nope", 1)
+    model.add_deployment("w", "bare", workspace_uid="u", pods=[])
+    sets = model.namespaces["w"].replica_sets
+    for name in [n for n in sets if n.startswith("bare-")]:
+        del sets[name]
+    with pytest.raises(KeyError, match="controls no ReplicaSet"):
+        model.scale_deployment("w", "bare", 1)
+    assert [p.name for p in model.scale_deployment("w", "web", 3)][:1] == ["web-1"]
+    assert len(model.scale_deployment("w", "web", 0)) == 0
+    assert not model.namespaces["w"].pods
+
+
+def test_listeners_hear_every_touch_until_removed() -> None:
+    model = cluster()
+    heard: list[int] = []
+    remove = model.add_listener(lambda: heard.append(model.resource_version))
+    model.touch()
+    with model.changing(quiet=True):
+        pass
+    with model.changing():
+        pass
+    remove()
+    remove()  # idempotent
+    model.touch()
+    assert len(heard) == 2
