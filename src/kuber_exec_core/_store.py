@@ -160,7 +160,8 @@ class WatchStore:
         pods = watch.pods.items
         # Name order is the API server's LIST order (etcd keys), so both paths feed ranking the
         # same sequence; ranking breaks its ties explicitly anyway.
-        records = [pods[name] for name in sorted(pods) if selector.matches(pods[name].labels)]
+        matching = sorted(name for name, pod in pods.items() if selector.matches(pod.labels))
+        records = [pods[name] for name in matching]
         return resolve_pod_owners(records, watch.replica_sets.items)
 
     def resolve_target(self, request: ExecRequest, limits: ExecLimits) -> ResolvedTarget | None:

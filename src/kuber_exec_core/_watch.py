@@ -305,7 +305,7 @@ class Reflector(Generic[T]):
 
     @property
     def items(self) -> Mapping[str, T]:
-        """The snapshots by name (a read-only view; it follows later updates)."""
+        """The snapshots by name: a read-only view that follows later events and relists."""
         return MappingProxyType(self._items)
 
     def next_event(self) -> ApiGet | WatchRequest:
@@ -384,7 +384,10 @@ class Reflector(Generic[T]):
                     f"Kubernetes API LIST {self._path} answered resourceVersion {version}, "
                     f"older than {self._resource_version} already seen",
                 )
-        self._items, self._versions = self._listed, self._listed_versions
+        # In place, so that a view of ``items`` taken earlier shows the new snapshot too.
+        self._items.clear()
+        self._items.update(self._listed)
+        self._versions = self._listed_versions
         self._resource_version = version
         self._synced = True
         self._lists_completed += 1

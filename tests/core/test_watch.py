@@ -216,12 +216,14 @@ def test_the_namespace_is_quoted_into_the_path() -> None:
 
 def test_a_relist_replaces_the_snapshot_only_when_complete() -> None:
     reflector = _synced_pods(_pod("a"), _pod("b"))
+    view = reflector.items
     reflector.relist()
     reflector.list_received(_page([_pod("c")], "20", token="more"))
     assert sorted(reflector.items) == ["a", "b"]  # half a relist never shows
     assert reflector.synced
     reflector.list_received(_page([_pod("d")], "20"))
     assert sorted(reflector.items) == ["c", "d"]
+    assert sorted(view) == ["c", "d"]  # an earlier view follows the relist
     assert reflector.resource_version == "20"
     assert reflector.lists_completed == 2
 
