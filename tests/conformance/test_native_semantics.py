@@ -90,14 +90,18 @@ async def test_asyncio_task_cancel_raises_cancelled_error(adapter: Any, sandbox:
 async def test_asyncio_timeout_raises_timeout_error(adapter: Any, sandbox: Any) -> None:
     async with backend_for(adapter, sandbox) as backend:
         service = adapter.ExecService(backend)
-        with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.5):
-                await service.execute(run("sleep", "30"))
-        with pytest.raises(TimeoutError):
+
+        async def read_all() -> None:
             async with asyncio.timeout(0.5):
                 async with service.open_interactive(run("sleep", "30"), tty=False) as session:
                     async for _ in session:
                         pass
+
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.5):
+                await service.execute(run("sleep", "30"))
+        with pytest.raises(TimeoutError):
+            await read_all()
         current = asyncio.current_task()
         assert current is not None
         assert current.cancelling() == 0  # asyncio.timeout uncancelled what it cancelled
