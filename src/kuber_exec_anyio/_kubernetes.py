@@ -181,7 +181,7 @@ class KubernetesBackend:
         Yields the ``TargetCache`` at once, unsynced: its ``wait_synced()`` (bound it with a
         timeout) starts warm, ``synced(namespace)`` and ``wait_until(predicate)`` watch it.
 
-        Memory: about 1.5 KB per pod, Deployment or ReplicaSet (slim snapshots): 16.9 MiB for
+        Memory: about 1.1 KB per pod, Deployment or ReplicaSet (slim snapshots): 12.2 MiB for
         10,000 pods in 1,000 namespaces ("Target cache" in docs/trio.md).
 
         Raises (on entry):
