@@ -8,6 +8,7 @@ event the cache applies), each bounded by ``anyio.fail_after``; no sleep synchro
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from types import ModuleType
@@ -327,7 +328,7 @@ async def test_watch_failures_are_logged_and_never_raised(
                 await cache.wait_synced()
             await anyio.to_thread.run_sync(stack.close)  # the API server goes away
             with anyio.fail_after(WAIT):
-                while not [r for r in caplog.records if "watch cache" in r.getMessage()]:  # noqa: ASYNC110
+                while len(delays(caplog)) < 4:  # noqa: ASYNC110
                     await anyio.sleep(0.01)  # the log is the condition: nothing to wait on
             # The last state answers on: nothing of the watch's failure reaches the caller.
             target = await adapter.ExecService(cached).resolve_target(run())
@@ -337,6 +338,17 @@ async def test_watch_failures_are_logged_and_never_raised(
     warnings = [r for r in caplog.records if "watch cache" in r.getMessage()]
     assert warnings
     assert all(r.levelno == logging.WARNING for r in warnings)
+    # Exponential, capped, no jitter (the dropped stream itself resumed at once, unlogged).
+    assert delays(caplog)[:4] == [0.01, 0.02, 0.02, 0.02]
+
+
+def delays(caplog: pytest.LogCaptureFixture) -> list[float]:
+    """The pods watch's logged retry delays, in order."""
+    found = (
+        re.search(r"of Pods in cache failed \(retrying in ([0-9.]+) s\)", r.getMessage())
+        for r in caplog.records
+    )
+    return [float(match.group(1)) for match in found if match]
 
 
 async def test_watch_refuses_bad_namespaces_and_a_second_watch(
