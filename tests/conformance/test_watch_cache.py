@@ -296,6 +296,23 @@ async def test_a_forced_410_relists(adapter: ModuleType, sandbox: Sandbox) -> No
         assert answer.pod == "web-b"
 
 
+async def test_a_watch_answered_410_gone_relists(adapter: ModuleType, sandbox: Sandbox) -> None:
+    async with cached_service(adapter, sandbox, ["cache"]) as (_service, cache, rest):
+        await watches_open(sandbox, cache)
+        listed = lists(cache)
+        # Under the model's lock, so the server sees both at once: the watches drop (no ERROR
+        # event), and resuming from their resourceVersion is answered HTTP 410.
+        with sandbox.cluster.lock:
+            sandbox.cluster.drop_watches()
+            sandbox.cluster.compact()
+        with anyio.fail_after(WAIT):
+            await cache.wait_until(lambda store: lists(cache) >= listed + 3 and cache.synced())
+        sandbox.cluster.delete_pod("cache", "web-a")
+        answer = await converge(cache, run(), rest)
+        assert isinstance(answer, ResolvedTarget)
+        assert answer.pod == "web-b"
+
+
 async def test_a_dropped_watch_resumes_without_a_relist(
     adapter: ModuleType, sandbox: Sandbox
 ) -> None:
