@@ -349,7 +349,10 @@ def _with_replaced(
 
 def _over_budget(draw: st.DrawFn, limits: ExecLimits) -> tuple[str, ...]:
     """An argv whose every argument is within bounds but whose total is over the budget."""
-    target = limits.max_command_bytes + draw(st.integers(min_value=1, max_value=3))
+    # Over the budget by 1 to 3 bytes, but never by more than the argument count can carry.
+    reachable = limits.max_command_arguments * limits.max_argument_bytes
+    excess = min(3, reachable - limits.max_command_bytes)
+    target = limits.max_command_bytes + draw(st.integers(min_value=1, max_value=excess))
     arguments: list[str] = []
     while target > 0:
         size = min(limits.max_argument_bytes, target)
