@@ -92,6 +92,16 @@ async def _linger(stream: trio.SocketStream) -> None:
             pass
 
 
+async def _wait_for_close(connection: h11.Connection, stream: trio.SocketStream) -> None:
+    # Return when the client has closed (or broken) its end. Bytes it sends meanwhile (a next
+    # request, which HTTP/1.1 clients do not send before the response ends) wait in h11.
+    try:
+        while data := await stream.receive_some(_RECEIVE_BYTES):
+            connection.receive_data(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return
+
+
 @attrs.define
 class ConnectionHandler:
     """Serves HTTP connections for one sandbox (a ``trio.serve_tcp`` handler)."""
@@ -285,8 +295,25 @@ class ConnectionHandler:
         async def send(line: bytes) -> None:
             await stream.send_all(connection.send(h11.Data(data=line)) or b"")
 
-        if not await watch.run(self.watches, send, self.bookmark_interval):
-            return True
+        finished = False
+
+        async def stream_events(done: trio.CancelScope) -> None:
+            nonlocal finished
+            finished = await watch.run(self.watches, send, self.bookmark_interval)
+            done.cancel()
+
+        self.watches.open += 1
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stream_events, nursery.cancel_scope)
+                # Closing its end is how a client stops a watch: notice it now, not at the next
+                # event or bookmark (a watch without bookmarks may send nothing for hours).
+                await _wait_for_close(connection, stream)
+                nursery.cancel_scope.cancel()
+        finally:
+            self.watches.open -= 1
+        if not finished:
+            return True  # Dropped (Cluster.drop_watches) or the client went away: close.
         await stream.send_all(connection.send(h11.EndOfMessage()) or b"")
         return False
 

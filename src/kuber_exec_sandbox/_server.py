@@ -25,7 +25,7 @@ from ._exec import run_exec_session
 from ._exec_request import ExecPlan
 from ._http import ConnectionHandler
 from ._process import ProcessRegistry
-from ._watch import DEFAULT_BOOKMARK_INTERVAL
+from ._watch import DEFAULT_BOOKMARK_INTERVAL, WatchHub
 from ._websocket import WebSocket
 
 __all__ = ["NonLoopbackError", "Sandbox", "serve_sandbox", "write_kubeconfig"]
@@ -54,11 +54,17 @@ class Sandbox:
     cluster: Cluster
     offer_v5: bool
     _registry: ProcessRegistry
+    _watches: WatchHub | None = None
 
     @property
     def live_processes(self) -> int:
         """Child processes spawned by exec sessions and not yet reaped."""
         return len(self._registry)
+
+    @property
+    def open_watches(self) -> int:
+        """Watch responses being streamed now (one per open ``?watch=1`` connection)."""
+        return 0 if self._watches is None else self._watches.open
 
     async def wait_processes_reaped(self) -> None:
         """Return once every child process has been reaped (call on the sandbox's trio loop)."""
@@ -183,6 +189,7 @@ async def serve_sandbox(
             cluster=cluster,
             offer_v5=offer_v5,
             registry=registry,
+            watches=handler.watches,
         )
         with registry:  # its watchdog outlives every child, and stops after them
             async with trio.open_nursery() as nursery:

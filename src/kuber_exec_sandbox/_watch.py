@@ -43,6 +43,8 @@ class WatchHub:
 
     def __init__(self) -> None:
         self._event = trio.Event()
+        #: Watches being streamed now (the connection handler counts them).
+        self.open = 0
 
     @property
     def event(self) -> trio.Event:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -273,3 +274,25 @@ def test_listeners_hear_every_touch_until_removed() -> None:
     remove()  # idempotent
     model.touch()
     assert len(heard) == 2
+
+
+def until(condition: Callable[[], bool]) -> None:
+    """Wait (bounded) for ``condition``: the server runs on its own thread."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_watch_ends_when_its_client_goes_even_without_bookmarks(
+    served: tuple[Sandbox, httpx.Client],
+) -> None:
+    sandbox, _ = served
+    version = "1"
+    with httpx.Client(base_url=sandbox.url, timeout=TIMEOUT) as other:
+        query = {"watch": "1", "resourceVersion": version}  # no bookmarks: a silent stream
+        with other.stream("GET", PODS, params=query) as response:
+            assert response.status_code == 200
+            until(lambda: sandbox.open_watches == 1)
+    # The client closed its connection and nothing happened in the cluster since.
+    until(lambda: sandbox.open_watches == 0)
