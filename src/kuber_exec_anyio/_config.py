@@ -49,6 +49,11 @@ class ClusterConfig:
         return f"ClusterConfig(server={self.server!r}, credentials={self._credential_kind})"
 
     @property
+    def has_credentials(self) -> bool:
+        """Whether requests carry credentials (from a kubeconfig or the service account)."""
+        return self._configuration is not None
+
+    @property
     def websocket_base(self) -> str:
         """The server URL with ``ws``/``wss`` for the exec upgrade."""
         scheme, rest = self.server.split("://", 1)

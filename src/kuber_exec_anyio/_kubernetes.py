@@ -47,7 +47,7 @@ from ._connection import (
     open_exec_connection,
 )
 from ._drivers import resolve_target
-from ._rest import RestClient
+from ._rest import MAX_CONCURRENT_REQUESTS, RestClient
 from ._transport import TransportOpener
 
 __all__ = ["KubernetesBackend"]
@@ -69,6 +69,8 @@ class KubernetesBackend:
         close_timeout: seconds leaving a session waits for the server's Close reply (one round
             trip) before dropping the TCP connection; skipped when a send is blocked or was
             interrupted, or the caller was cancelled (then the connection is dropped at once).
+        max_concurrent_requests: REST requests in flight at once (and HTTP connections kept);
+            more callers wait in turn, with no deadline but each request's own timeout.
         transport: the WebSocket transport (the binding's own when ``None``).
     """
 
@@ -83,6 +85,7 @@ class KubernetesBackend:
         ping_interval: float | None = DEFAULT_PING_INTERVAL,
         pong_timeout: float = DEFAULT_PONG_TIMEOUT,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+        max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS,
         transport: TransportOpener | None = None,
     ) -> None:
         opener = transport if transport is not None else type(self).default_transport
@@ -97,6 +100,15 @@ class KubernetesBackend:
         self._ping_interval = ping_interval
         self._pong_timeout = pong_timeout
         self._close_timeout = close_timeout
+        if (
+            isinstance(max_concurrent_requests, bool)
+            or not isinstance(max_concurrent_requests, int)
+            or max_concurrent_requests < 1
+        ):
+            raise ExecError(
+                ExecErrorCode.INVALID, "max_concurrent_requests must be a positive integer"
+            )
+        self._max_concurrent_requests = max_concurrent_requests
         self._http: httpx.AsyncClient | None = None
         self._rest: RestClient | None = None
         # The watch cache while ``watch()`` runs (see "Target cache" in docs/trio.md).
@@ -119,8 +131,11 @@ class KubernetesBackend:
         return cls(ClusterConfig.in_cluster(), **options)
 
     async def __aenter__(self) -> Self:
-        self._http = RestClient.open_http_client(self.config, timeout=self._request_timeout)
-        self._rest = RestClient(self.config, self._http)
+        slots = self._max_concurrent_requests
+        self._http = RestClient.open_http_client(
+            self.config, timeout=self._request_timeout, max_concurrent_requests=slots
+        )
+        self._rest = RestClient(self.config, self._http, max_concurrent_requests=slots)
         return self
 
     async def __aexit__(

@@ -13,25 +13,51 @@ from kuber_exec_core.kube import ApiGet, ApiPlan, ApiResponse
 from ._config import ClusterConfig
 from ._transport import describe_error
 
-__all__ = ["RestClient"]
+__all__ = ["MAX_CONCURRENT_REQUESTS", "RestClient"]
 
 T = TypeVar("T")
+
+#: REST requests in flight at once per backend, and the HTTP connections kept for them. More
+#: callers wait their turn in a FIFO queue, without a deadline: httpx's own pool would fail them
+#: with ``PoolTimeout``, and its scheduling costs more per waiting request the more there are.
+MAX_CONCURRENT_REQUESTS = 32
 
 
 class RestClient:
     """Performs the core's ``ApiGet`` requests with a pooled ``httpx.AsyncClient``."""
 
-    def __init__(self, config: ClusterConfig, http: httpx.AsyncClient) -> None:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        http: httpx.AsyncClient,
+        *,
+        max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS,
+    ) -> None:
         self._config = config
         self._http = http
+        self._slots = anyio.CapacityLimiter(max_concurrent_requests)
 
     @classmethod
-    def open_http_client(cls, config: ClusterConfig, *, timeout: float) -> httpx.AsyncClient:
-        """A pooled client for ``config`` (TLS verified by default); the caller closes it."""
+    def open_http_client(
+        cls,
+        config: ClusterConfig,
+        *,
+        timeout: float,
+        max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS,
+    ) -> httpx.AsyncClient:
+        """A pooled client for ``config`` (TLS verified by default); the caller closes it.
+
+        Its pool keeps a connection for every request :class:`RestClient` lets in at once and
+        never limits how many are open (long-lived requests such as watches must not starve the
+        reads), so a request never waits for the pool: the limiter queues them instead.
+        """
         return httpx.AsyncClient(
             base_url=config.server,
             verify=config.ssl_context if config.ssl_context is not None else True,
             timeout=timeout,
+            limits=httpx.Limits(
+                max_connections=None, max_keepalive_connections=max_concurrent_requests
+            ),
             headers={"Accept": "application/json"},
             follow_redirects=False,
             trust_env=False,
@@ -39,6 +65,8 @@ class RestClient:
 
     async def auth_headers(self) -> list[tuple[str, str]]:
         """Fresh auth headers, computed in a worker thread (a refresh may run a plugin)."""
+        if not self._config.has_credentials:
+            return []  # Nothing to refresh: no thread hop.
         return await anyio.to_thread.run_sync(self._config.auth_headers)
 
     async def run(self, plan: ApiPlan[T]) -> T:
@@ -49,9 +77,10 @@ class RestClient:
 
     async def get(self, request: ApiGet) -> ApiResponse:
         """One GET; transport failures become ``EXEC_FAILED`` (never an httpx exception)."""
-        headers = await self.auth_headers()
         try:
-            response = await self._http.get(request.target, headers=headers)
+            async with self._slots:
+                headers = await self.auth_headers()
+                response = await self._http.get(request.target, headers=headers)
         except httpx.HTTPError as error:
             raise ExecError(
                 ExecErrorCode.FAILED,
