@@ -104,7 +104,6 @@ def test_packages_use_each_other_only_through_public_modules(package: str) -> No
 CORE_NAMES = {
     "ExecError", "ExecErrorCode", "ExecOutputLimitError", "StreamName",
     "ExecLimits", "ExecRequest", "Workspace",
-    "validate_output_cap", "validate_queue_capacity", "validate_request",
     "EXEC_MANAGED_BY_LABEL", "EXEC_MANAGED_BY_VALUE", "EXEC_WORKSPACE_UID_LABEL",
     "Deployment", "FetchDeployment", "FetchPods", "LabelSelector", "Pod", "PodContainer",
     "ResolvedTarget", "TargetResolution", "TargetResolved",
@@ -156,6 +155,7 @@ def test_the_bindings_share_one_implementation() -> None:
 @pytest.mark.parametrize(
     "module", ["kuber_exec_core.state", "kuber_exec_core.channels", "kuber_exec_core.kube",
                "kuber_exec_core.server", "kuber_exec_core.limits", "kuber_exec_core.watch",
+               "kuber_exec_core.validation",
                "kuber_exec_anyio.transport",
                "kuber_exec_anyio.testing"],
 )  # fmt: skip

@@ -27,6 +27,8 @@ from kuber_exec_core import (
     ResolvedTarget,
     Subprotocol,
     stdin_bytes,
+)
+from kuber_exec_core.validation import (
     validate_flag,
     validate_output_cap,
     validate_queue_capacity,

@@ -12,8 +12,9 @@ the fact: ``receive_message``, ``deployment_received``, ``response_received`` â€
 The top level holds what a user of the sans-IO core needs. More specialised parts live in named
 submodules: :mod:`kuber_exec_core.state` (the session's state table), :mod:`.channels` (the wire
 codec), :mod:`.kube` (the Kubernetes objects and the REST reads as plans), :mod:`.server` (the
-server side of the protocol, for test servers), :mod:`.limits` (the seed's default limits) and
-:mod:`.testing` (hypothesis strategies).
+server side of the protocol, for test servers), :mod:`.limits` (the seed's default limits),
+:mod:`.validation` (the request checks), :mod:`.watch` (the watch cache) and :mod:`.testing`
+(hypothesis strategies).
 """
 
 from typing import TYPE_CHECKING
@@ -41,11 +42,6 @@ from ._objects import Pod as Pod
 from ._objects import PodContainer as PodContainer
 from ._request import ExecRequest as ExecRequest
 from ._request import Workspace as Workspace
-from ._request import validate_flag as validate_flag
-from ._request import validate_output_cap as validate_output_cap
-from ._request import validate_queue_capacity as validate_queue_capacity
-from ._request import validate_request as validate_request
-from ._request import validate_request_type as validate_request_type
 from ._resolution import FetchDeployment as FetchDeployment
 from ._resolution import FetchPods as FetchPods
 from ._resolution import TargetResolution as TargetResolution
@@ -59,7 +55,6 @@ from ._session import SESSION_ENDED as SESSION_ENDED
 from ._session import ExecSession as ExecSession
 from ._subprotocols import DEFAULT_SUBPROTOCOLS as DEFAULT_SUBPROTOCOLS
 from ._subprotocols import Subprotocol as Subprotocol
-from ._subprotocols import validate_subprotocols as validate_subprotocols
 from ._target import ResolvedTarget as ResolvedTarget
 
 __version__ = "0.1.0"
@@ -78,6 +73,9 @@ _MOVED = {
             "DEFAULT_OUTPUT_CAP_BYTES",
         ],
         "limits",
+    ),
+    **dict.fromkeys(
+        ["validate_output_cap", "validate_queue_capacity", "validate_request"], "validation"
     ),
     **dict.fromkeys(
         [
@@ -183,11 +181,6 @@ __all__ = [
     "ExecLimits",
     "ExecRequest",
     "Workspace",
-    "validate_flag",
-    "validate_output_cap",
-    "validate_queue_capacity",
-    "validate_request",
-    "validate_request_type",
     # targeting
     "EXEC_MANAGED_BY_LABEL",
     "EXEC_MANAGED_BY_VALUE",
@@ -221,5 +214,4 @@ __all__ = [
     "ExecStreams",
     "ExecuteRun",
     "Subprotocol",
-    "validate_subprotocols",
 ]

@@ -170,7 +170,7 @@ class ExecSession:
         if channel == Channel.STDERR:
             return Stderr(payload)
         if channel == Channel.ERROR:
-            # A byte stream, not a message (protocol.md §4): the frame comes once it is whole.
+            # A byte stream, not a message (docs/protocol.md): the frame comes once it is whole.
             return self._status.feed(payload)
         return None  # Unknown channels are ignored, as the server ignores ours.
 

@@ -89,7 +89,7 @@ _OPEN_BRACE, _CLOSE_BRACE, _QUOTE, _BACKSLASH = b'{}"\\'
 
 
 class StatusStream:
-    """Channel 3 as the byte stream it is (protocol.md §4): a Status may arrive in any number of
+    """Channel 3 as the byte stream it is (docs/protocol.md): a Status may arrive in any number of
     messages, split at any byte.
 
     v4/v5: the payloads are accumulated and the Status is parsed as soon as they form a whole

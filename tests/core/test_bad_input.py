@@ -15,10 +15,8 @@ from kuber_exec_core import (
     Stdin,
     TargetResolution,
     Workspace,
-    validate_flag,
-    validate_request,
-    validate_request_type,
 )
+from kuber_exec_core.validation import validate_flag, validate_request, validate_request_type
 
 #: Anything but True and False: the values a caller passes by mistake, and more.
 NOT_BOOLS: st.SearchStrategy[object] = st.one_of(

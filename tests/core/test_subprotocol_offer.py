@@ -7,14 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kuber_exec_core import (
-    DEFAULT_SUBPROTOCOLS,
-    ExecError,
-    ExecErrorCode,
-    ExecuteRun,
-    Subprotocol,
-    validate_subprotocols,
-)
+from kuber_exec_core import DEFAULT_SUBPROTOCOLS, ExecError, ExecErrorCode, ExecuteRun, Subprotocol
+from kuber_exec_core.validation import validate_subprotocols
 
 offers = st.lists(st.sampled_from(Subprotocol), min_size=1, unique=True)
 

@@ -15,17 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuber_exec_core import (
-    ExecError,
-    ExecErrorCode,
-    ExecLimits,
-    ExecRequest,
-    StreamName,
-    Workspace,
-    validate_output_cap,
-    validate_queue_capacity,
-    validate_request,
-)
+from kuber_exec_core import ExecError, ExecErrorCode, ExecLimits, ExecRequest, StreamName, Workspace
 from kuber_exec_core import testing as kt
 from kuber_exec_core.limits import (
     DEFAULT_INTERACTIVE_QUEUE_CAPACITY,
@@ -34,6 +24,11 @@ from kuber_exec_core.limits import (
     DEFAULT_MAX_COMMAND_BYTES,
     DEFAULT_MAX_STDIN_FRAME_BYTES,
     DEFAULT_OUTPUT_CAP_BYTES,
+)
+from kuber_exec_core.validation import (
+    validate_output_cap,
+    validate_queue_capacity,
+    validate_request,
 )
 
 LIMITS = ExecLimits()
