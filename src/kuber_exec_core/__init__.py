@@ -59,116 +59,27 @@ from ._target import ResolvedTarget as ResolvedTarget
 
 __version__ = "0.1.0"
 
-# Names that were top-level before the surface was trimmed to what a sans-IO user needs: they
-# still resolve (with a DeprecationWarning naming their home) so that existing code keeps
-# working. Type checkers see only the real surface, and point at the new home.
-_MOVED = {
-    **dict.fromkeys(
-        [
-            "DEFAULT_INTERACTIVE_QUEUE_CAPACITY",
-            "DEFAULT_MAX_ARGUMENT_BYTES",
-            "DEFAULT_MAX_COMMAND_ARGUMENTS",
-            "DEFAULT_MAX_COMMAND_BYTES",
-            "DEFAULT_MAX_STDIN_FRAME_BYTES",
-            "DEFAULT_OUTPUT_CAP_BYTES",
-        ],
-        "limits",
-    ),
-    **dict.fromkeys(
-        ["validate_output_cap", "validate_queue_capacity", "validate_request"], "validation"
-    ),
-    **dict.fromkeys(
-        [
-            "REFUSALS",
-            "TRANSITIONS",
-            "SessionInput",
-            "SessionState",
-            "SessionSignal",
-            "state_diagram",
-        ],
-        "state",
-    ),
-    **dict.fromkeys(
-        [
-            "ALL_SUBPROTOCOLS",
-            "MAX_CLIENT_PAYLOAD_BYTES",
-            "Channel",
-            "ExecProtocolError",
-            "Message",
-            "TerminalFrame",
-            "accept_subprotocol",
-            "choose_subprotocol",
-            "chunk_stdin",
-            "decode_message",
-            "encode_message",
-            "parse_status",
-            "parse_subprotocol_header",
-        ],
-        "channels",
-    ),
-    **dict.fromkeys(
-        [
-            "ApiGet",
-            "ApiPlan",
-            "ApiResponse",
-            "DeploymentLookup",
-            "OwnerReference",
-            "PodListing",
-            "PodRecord",
-            "ReplicaSet",
-            "Requirement",
-            "ResolutionStep",
-            "SelectorOperator",
-            "api_error",
-            "check_deployment",
-            "choose_pod",
-            "exec_path",
-            "exec_upgrade_error",
-            "load_json_object",
-            "parse_deployment",
-            "parse_pod",
-            "parse_pod_list",
-            "parse_replica_set",
-            "rank_pods",
-            "resolve_pod_owners",
-        ],
-        "kube",
-    ),
-    **dict.fromkeys(
-        [
-            "MAX_CLIENT_FRAME_BYTES",
-            "ClientMessage",
-            "ExecQuery",
-            "ResizeReceived",
-            "ServerChannel",
-            "StdinClosed",
-            "StdinReceived",
-            "parse_exec_flag",
-            "parse_exec_query",
-            "server_subprotocols",
-            "status_exit_code",
-            "status_failure",
-            "status_success",
-        ],
-        "server",
-    ),
-}
+# Names that were top-level before the surface was trimmed to what a sans-IO user needs now live
+# in these submodules: they still resolve from here (with a DeprecationWarning naming their home)
+# so that existing code keeps working. Type checkers see only the real surface.
+_HOMES = ("limits", "validation", "state", "channels", "kube", "server")
 
 if not TYPE_CHECKING:
 
     def __getattr__(name: str) -> object:
-        home = _MOVED.get(name)
-        if home is None:
-            raise AttributeError(f"module 'kuber_exec_core' has no attribute {name!r}")
         import importlib
         import warnings
 
-        warnings.warn(
-            f"kuber_exec_core.{name} moved to kuber_exec_core.{home}.{name}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(f"kuber_exec_core.{home}"), name)
+        for home in _HOMES:
+            module = importlib.import_module(f"kuber_exec_core.{home}")
+            if name in module.__all__:
+                warnings.warn(
+                    f"kuber_exec_core.{name} moved to kuber_exec_core.{home}.{name}",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                return getattr(module, name)
+        raise AttributeError(f"module 'kuber_exec_core' has no attribute {name!r}")
 
 
 __all__ = [
