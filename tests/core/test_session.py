@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuber_exec_core import (
@@ -32,6 +32,10 @@ from kuber_exec_core.server import status_exit_code, status_success
 from kuber_exec_core.state import REFUSALS, TRANSITIONS, SessionInput, SessionSignal, SessionState
 
 ABORTED = (ExecErrorCode.ABORTED, "Exec request was aborted")
+#: The server-bytes fuzz properties (the two here, the two in test_status_stream): under the ci
+#: profile (250 examples) ten times as many, 2,500 each, 10,000 in total; locally three times.
+_PROFILE_EXAMPLES = settings().max_examples
+FUZZ_EXAMPLES = _PROFILE_EXAMPLES * (10 if _PROFILE_EXAMPLES >= 250 else 3)
 V5 = Subprotocol.V5
 
 
@@ -285,6 +289,7 @@ def test_terminal_states() -> None:
 # -- properties ----------------------------------------------------------------------------------
 
 
+@settings(max_examples=FUZZ_EXAMPLES)
 @given(kt.server_scripts())
 def test_scripts_give_their_output_and_terminal(script: kt.ServerScript) -> None:
     session = ExecSession(script.subprotocol)
@@ -297,6 +302,7 @@ def test_scripts_give_their_output_and_terminal(script: kt.ServerScript) -> None
     assert session.is_finished
 
 
+@settings(max_examples=FUZZ_EXAMPLES)
 @given(
     st.sampled_from(Subprotocol).flatmap(
         lambda p: st.tuples(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuber_exec_core import (
@@ -26,7 +26,7 @@ from kuber_exec_core.channels import decode_message
 from kuber_exec_core.server import status_exit_code, status_success
 from kuber_exec_core.state import SessionSignal
 
-from .test_session import drain, frame
+from .test_session import FUZZ_EXAMPLES, drain, frame
 
 WITH_STATUS = [kt.StatusKind.NON_ZERO_EXIT, kt.StatusKind.INTERNAL_ERROR, kt.StatusKind.SUCCESS]
 
@@ -65,6 +65,7 @@ def events_of(
     return events
 
 
+@settings(max_examples=FUZZ_EXAMPLES)
 @given(rechunked_scripts())
 def test_a_status_split_anywhere_gives_the_whole_statuss_result(
     case: tuple[kt.ServerScript, list[bytes | str]],
@@ -84,6 +85,7 @@ def test_a_status_split_anywhere_gives_the_whole_statuss_result(
     assert [f for f in frames if isinstance(f, Exit | Error)] == [script.terminal]
 
 
+@settings(max_examples=FUZZ_EXAMPLES)
 @given(rechunked_scripts())
 def test_a_whole_structured_status_ends_the_session_before_any_close(
     case: tuple[kt.ServerScript, list[bytes | str]],
