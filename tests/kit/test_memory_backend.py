@@ -200,6 +200,10 @@ STATUS = b'{"metadata":{},"status":"Failure","reason":"NonZeroExitCode","details
         # A whole Status in pieces: the exit code, without waiting for a close.
         (Subprotocol.V5, [STATUS[:17], STATUS[17:60], STATUS[60:]], 4),
         (Subprotocol.V4, [STATUS[:1], STATUS[1:]], 4),
+        (Subprotocol.V4_BASE64, [STATUS[:9], STATUS[9:40], STATUS[40:]], 4),
+        # Pre-v4 text has no end: what arrived, once STATUS_END_TIMEOUT has passed.
+        (Subprotocol.LEGACY, [b"command not ", b"found"], "command not found"),
+        (Subprotocol.BASE64, [b"command ", b"not found"], "command not found"),
         # The start of a Status and then silence: a bounded, explained failure.
         (Subprotocol.V4, [STATUS[:30]], "the exec status did not end within 2 s"),
     ],
@@ -222,7 +226,8 @@ def test_a_status_and_a_server_that_never_closes_end_the_run(
         start = anyio.current_time()
         with anyio.fail_after(STATUS_END_TIMEOUT + 5):
             try:
-                result: Any = await adapter.ExecService(backend).execute(request)
+                service = adapter.ExecService(backend, subprotocols=[subprotocol])
+                result: Any = await service.execute(request)
             except ExecError as error:
                 result = error
         return result, anyio.current_time() - start
