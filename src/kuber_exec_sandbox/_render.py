@@ -27,16 +27,19 @@ JSON = dict[str, Any]
 
 def status_error(code: int, reason: str, message: str, details: JSON | None = None) -> JSON:
     """A ``metav1.Status`` failure body, as the API server sends with 4xx/5xx answers."""
-    return {
+    body: JSON = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
         "message": message,
         "reason": reason,
-        "details": details or {},
-        "code": code,
     }
+    if details:
+        # The real API server omits empty details (recorded in tests/realcluster).
+        body["details"] = details
+    body["code"] = code
+    return body
 
 
 def _owner_references(owner: OwnerRef | None) -> list[JSON]:

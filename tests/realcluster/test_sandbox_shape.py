@@ -136,10 +136,6 @@ def test_malformed_selectors_are_a_400_bad_request(sandbox: Sandbox, selector: s
         assert ours[key] == real["status"][key], key
 
 
-@pytest.mark.xfail(
-    reason='the sandbox sends "details": {} on 400s; the real server omits empty details',
-    strict=True,
-)
 @pytest.mark.parametrize("selector", answers.BAD_SELECTORS)
 def test_malformed_selector_status_keys_are_the_real_ones(sandbox: Sandbox, selector: str) -> None:
     real = RECORDED["errors"][f"bad_selector {selector}"]
