@@ -37,10 +37,14 @@ unit: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m kuber_exec_cli demo
 
-## bench: throughput, memory and latency, side by side, printed as a table.
+## bench: throughput, memory and latency, side by side, printed as a table; then the target
+## cache, 1,000 concurrent sessions (open time, CPU, idle CPU) and the time to leave a blocked
+## session. The real cluster's own table: make realcluster-bench (with the cluster up).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/cache.py
+	$(BIN)/python benchmarks/load.py --runtime both
+	$(BIN)/python benchmarks/leave.py
 
 sandbox: $(STAMP)
 	$(BIN)/kuber-exec sandbox
