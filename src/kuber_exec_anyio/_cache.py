@@ -22,26 +22,19 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import httpx
 
 from kuber_exec_core import (
-    Deployment,
     ExecError,
     ExecErrorCode,
-    ExecStreams,
-    LabelSelector,
-    Pod,
-    ResolvedTarget,
-    Subprotocol,
 )
-from kuber_exec_core.kube import ApiGet, ApiResponse, DeploymentLookup, PodListing
+from kuber_exec_core.kube import ApiGet, ApiResponse
 from kuber_exec_core.watch import Reflector, WatchRequest, WatchStore
 
-from ._backend import Backend, ExecConnection
 from ._config import ClusterConfig
 from ._groups import single_exception
 from ._rest import RestClient
@@ -51,7 +44,6 @@ __all__ = [
     "DEFAULT_BACKOFF_CAP",
     "DEFAULT_BACKOFF_INITIAL",
     "DEFAULT_WATCH_TIMEOUT_SECONDS",
-    "RestOnly",
     "TargetCache",
     "is_gone_refusal",
     "run_target_cache",
@@ -114,32 +106,6 @@ class TargetCache:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
-
-
-class RestOnly:
-    """``backend`` with its reads always over REST: what a stale cache answer is re-resolved on."""
-
-    def __init__(self, rest: RestClient, backend: Backend) -> None:
-        self._rest = rest
-        self._backend = backend
-
-    async def get_deployment(self, namespace: str, name: str) -> Deployment | None:
-        """GET the Deployment (``None`` on 404)."""
-        return await self._rest.run(DeploymentLookup(namespace, name))
-
-    async def list_pods(self, namespace: str, selector: LabelSelector) -> Sequence[Pod]:
-        """LIST pods by selector, owners resolved through their ReplicaSets."""
-        return await self._rest.run(PodListing(namespace, selector))
-
-    def exec(
-        self,
-        target: ResolvedTarget,
-        command: Sequence[str],
-        streams: ExecStreams,
-        subprotocols: Sequence[Subprotocol],
-    ) -> AbstractAsyncContextManager[ExecConnection]:
-        """The backend's own exec."""
-        return self._backend.exec(target, command, streams, subprotocols)
 
 
 def _check_namespaces(namespaces: Iterable[str]) -> list[str]:

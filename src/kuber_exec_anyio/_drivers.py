@@ -9,12 +9,14 @@ differ only in runtime idioms.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 import anyio
 
 from kuber_exec_core import (
     NEED_DATA,
     SESSION_ENDED,
+    Deployment,
     ExecError,
     ExecLimits,
     ExecRequest,
@@ -23,6 +25,8 @@ from kuber_exec_core import (
     ExecuteRun,
     FetchDeployment,
     FetchPods,
+    LabelSelector,
+    Pod,
     ResolvedTarget,
     ServerFrame,
     TargetResolution,
@@ -30,7 +34,7 @@ from kuber_exec_core import (
 )
 from kuber_exec_core.channels import Message
 
-from ._backend import Backend, ExecConnection
+from ._backend import ExecConnection
 
 __all__ = [
     "STATUS_END_TIMEOUT",
@@ -46,10 +50,19 @@ __all__ = [
 STATUS_END_TIMEOUT = 2.0
 
 
+class TargetReader(Protocol):
+    """The reads resolution needs: a :class:`Backend`, or the REST client alone (to resolve
+    again over REST when a cached answer was stale)."""
+
+    async def get_deployment(self, namespace: str, name: str) -> Deployment | None: ...
+
+    async def list_pods(self, namespace: str, selector: LabelSelector) -> Sequence[Pod]: ...
+
+
 async def resolve_target(
-    backend: Backend, request: ExecRequest, limits: ExecLimits
+    backend: TargetReader, request: ExecRequest, limits: ExecLimits
 ) -> ResolvedTarget:
-    """Run a :class:`TargetResolution` against ``backend``.
+    """Run a :class:`TargetResolution` against ``backend``'s reads.
 
     Raises:
         ExecError: the seed's validation and targeting errors, or the backend's.

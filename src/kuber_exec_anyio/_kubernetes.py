@@ -27,13 +27,12 @@ from kuber_exec_core import (
     ResolvedTarget,
     Subprotocol,
 )
-from kuber_exec_core.kube import DeploymentLookup, PodListing, exec_path
+from kuber_exec_core.kube import exec_path
 
 from ._cache import (
     DEFAULT_BACKOFF_CAP,
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_WATCH_TIMEOUT_SECONDS,
-    RestOnly,
     TargetCache,
     is_gone_refusal,
     run_target_cache,
@@ -162,7 +161,7 @@ class KubernetesBackend:
         cache = self._cache
         if cache is not None and cache.store.synced(namespace):
             return cache.store.get_deployment(namespace, name)
-        return await self._client().run(DeploymentLookup(namespace, name))
+        return await self._client().get_deployment(namespace, name)
 
     async def list_pods(self, namespace: str, selector: LabelSelector) -> Sequence[Pod]:
         """LIST pods by selector, owners resolved through their ReplicaSets; from the watch
@@ -170,7 +169,7 @@ class KubernetesBackend:
         cache = self._cache
         if cache is not None and cache.store.synced(namespace):
             return cache.store.list_pods(namespace, selector)
-        return await self._client().run(PodListing(namespace, selector))
+        return await self._client().list_pods(namespace, selector)
 
     @asynccontextmanager
     async def watch(
@@ -234,7 +233,7 @@ class KubernetesBackend:
         cache = self._cache
         if cache is None or not cache.store.synced(target.namespace) or not is_gone_refusal(error):
             return None
-        return await resolve_target(RestOnly(self._client(), self), request, limits)
+        return await resolve_target(self._client(), request, limits)
 
     def exec(
         self,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypeVar
 
 import anyio
 import httpx
 
-from kuber_exec_core import ExecError, ExecErrorCode
-from kuber_exec_core.kube import ApiGet, ApiPlan, ApiResponse
+from kuber_exec_core import Deployment, ExecError, ExecErrorCode, LabelSelector, Pod
+from kuber_exec_core.kube import ApiGet, ApiPlan, ApiResponse, DeploymentLookup, PodListing
 
 from ._config import ClusterConfig
 from ._transport import describe_error
@@ -78,6 +79,14 @@ class RestClient:
         while (request := plan.next_event()) is not None:
             plan.response_received(await self.get(request))
         return plan.result()
+
+    async def get_deployment(self, namespace: str, name: str) -> Deployment | None:
+        """GET the Deployment (``None`` on 404)."""
+        return await self.run(DeploymentLookup(namespace, name))
+
+    async def list_pods(self, namespace: str, selector: LabelSelector) -> Sequence[Pod]:
+        """LIST pods by selector, owners resolved through their ReplicaSets."""
+        return await self.run(PodListing(namespace, selector))
 
     async def get(self, request: ApiGet) -> ApiResponse:
         """One GET; transport failures become ``EXEC_FAILED`` (never an httpx exception)."""
