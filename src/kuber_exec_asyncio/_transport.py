@@ -90,10 +90,9 @@ class AsyncioWebSocketTransport:
 
     async def aclose(self) -> None:
         websocket = self._websocket
-        transport = websocket.transport
-        if websocket.state is not State.OPEN or transport is None or transport.is_closing():
+        if websocket.state is not State.OPEN or self._gone():
             return  # Already closing or closed: only the abort that follows is left.
-        if transport.get_write_buffer_size() > 0:
+        if websocket.transport.get_write_buffer_size() > 0:
             # Unsent bytes: the peer is not reading, a Close frame would wait in drain().
             return
         try:
@@ -103,10 +102,9 @@ class AsyncioWebSocketTransport:
                 raise
 
     def abort(self) -> None:
-        transport = self._websocket.transport
         # Aborting a transport that asyncio has already torn down raises from inside asyncio.
-        if transport is not None and not transport.is_closing():
-            transport.abort()
+        if not self._gone():
+            self._websocket.transport.abort()
 
 
 @asynccontextmanager
