@@ -4,8 +4,10 @@ Feed it what the transport delivers (``receive_message``, ``connection_closed``)
 with ``next_event`` (each event applies its own state change when it is returned, as in h11).
 Client actions go through ``send``, which validates the frame against the state table and the
 subprotocol and returns the WebSocket messages to write, or raises ``ExecError`` having written
-nothing. The session never blocks, never buffers more than the messages fed to it, and never
-decodes output as text.
+nothing. ``end`` ends the session locally (a limit, the caller) with an ``Error`` of the caller's
+as its terminal frame. The session never blocks, never buffers more than the messages fed to it,
+and never decodes output as text. It owns every way a session ends: the layers above read its
+``state``, ``final_frame`` and byte counts instead of keeping their own.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ._frames import ClientFrame, Close, Error, Exit, Resize, ServerFrame, Stder
 from ._state import (
     GUARD_REFUSALS,
     GUARDS,
+    LOCAL_END_REFUSAL,
     MAX_TERMINAL_DIMENSION,
     REFUSALS,
     TERMINAL_STATES,
@@ -95,6 +98,12 @@ class ExecSession:
         self._transport_clean = False
         self._transport_reason: str | None = None
         self._status = StatusStream(subprotocol)
+        self._final: Exit | Error | None = None
+        # A local end's Error until next_event has yielded it (then None again).
+        self._final_unyielded: Error | None = None
+        self._ended_locally = False
+        self._bytes_in = 0
+        self._bytes_out = 0
 
     def __repr__(self) -> str:
         return (
@@ -109,8 +118,30 @@ class ExecSession:
 
     @property
     def is_finished(self) -> bool:
-        """Whether nothing more will be yielded (ENDED or CLOSED)."""
+        """Whether the session is over (ENDED or CLOSED): nothing more is received, and
+        ``next_event`` yields at most the terminal frame of a local end (then ``SESSION_ENDED``)."""
         return self._state in TERMINAL_STATES
+
+    @property
+    def final_frame(self) -> Exit | Error | None:
+        """The terminal frame: the ``Exit`` or ``Error`` received, or the ``Error`` given to
+        :meth:`end`; ``None`` while the session runs, and after a client close before either."""
+        return self._final
+
+    @property
+    def ended_locally(self) -> bool:
+        """Whether :meth:`end` decided the terminal frame (not the server)."""
+        return self._ended_locally
+
+    @property
+    def bytes_in(self) -> int:
+        """stdin payload bytes accepted by :meth:`send` (what the process was sent)."""
+        return self._bytes_in
+
+    @property
+    def bytes_out(self) -> int:
+        """stdout and stderr payload bytes yielded by :meth:`next_event`."""
+        return self._bytes_out
 
     @property
     def status_pending(self) -> bool:
@@ -138,7 +169,11 @@ class ExecSession:
             self._transport_reason = reason
 
     def next_event(self) -> ServerFrame | SessionSignal:
-        """The next frame, ``NEED_DATA``, or ``SESSION_ENDED``; never raises."""
+        """The next frame, ``NEED_DATA``, or ``SESSION_ENDED``; never raises.
+
+        After a local end (:meth:`end`) the next call yields its ``Error`` (the terminal frame),
+        and every later one ``SESSION_ENDED``.
+        """
         while not self.is_finished:
             if self._pending:
                 frame = self._decode(self._pending.popleft())
@@ -149,10 +184,38 @@ class ExecSession:
             else:
                 return NEED_DATA
             self._apply(_received_input(frame))
-            if self.is_finished:
+            if isinstance(frame, (Exit, Error)):
+                self._final = frame
                 self._pending.clear()
             return frame
+        if self._final_unyielded is not None:
+            frame, self._final_unyielded = self._final_unyielded, None
+            return frame
         return SESSION_ENDED
+
+    def end(self, error: Error) -> bool:
+        """End the session here, with ``error`` as its terminal frame (a session limit, the
+        caller, a cleanup): OPEN and STDIN_CLOSED go to ENDED, messages not yet decoded are
+        dropped, the next :meth:`next_event` yields ``error``, and later sends are refused
+        naming ``error.message`` (:data:`~kuber_exec_core.state.LOCAL_END_REFUSAL`). A session
+        that has already ended or was closed is left as it is: the first end wins.
+
+        Returns whether this call ended the session (``False``: it was already over, and a
+        terminal frame already yielded stays the one that counts).
+
+        Raises:
+            TypeError: ``error`` is not an :class:`~kuber_exec_core.Error` frame.
+        """
+        if not isinstance(error, Error):
+            raise TypeError(f"end() takes an Error frame, not {type(error).__name__}")
+        was_finished = self.is_finished
+        self._apply(SessionInput.ENDED_LOCALLY)
+        if was_finished:
+            return False
+        self._final = self._final_unyielded = error
+        self._ended_locally = True
+        self._pending.clear()
+        return True
 
     def _decode(self, message: Message) -> ServerFrame | None:
         try:
@@ -166,8 +229,10 @@ class ExecSession:
             # The no-op right after the handshake (also on channel 3): not data, not a status.
             return None
         if channel == Channel.STDOUT:
+            self._bytes_out += len(payload)
             return Stdout(payload)
         if channel == Channel.STDERR:
+            self._bytes_out += len(payload)
             return Stderr(payload)
         if channel == Channel.ERROR:
             # A byte stream, not a message (docs/protocol.md): the frame comes once it is whole.
@@ -222,6 +287,9 @@ class ExecSession:
         self._apply(action)
         if action is SessionInput.SEND_CLOSE:
             self._pending.clear()
+            self._final_unyielded = None  # After a close nothing more is yielded.
+        elif isinstance(frame, Stdin):
+            self._bytes_in += len(frame.data)
         return messages
 
     def _passes(self, guard: Guard, frame: ClientFrame) -> bool:
@@ -260,8 +328,13 @@ class ExecSession:
 
     def _check(self, action: SessionInput) -> None:
         refusal = REFUSALS.get((self._state, action))
-        if refusal is not None:
-            raise ExecError(*refusal)
+        if refusal is None:
+            return
+        code, message = refusal
+        if self._ended_locally and self._state is SessionState.ENDED:
+            assert isinstance(self._final, Error)
+            message = LOCAL_END_REFUSAL.format(refusal=message, reason=self._final.message)
+        raise ExecError(code, message)
 
     def _apply(self, event: SessionInput) -> None:
         key = (self._state, event)

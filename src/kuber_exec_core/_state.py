@@ -5,11 +5,18 @@ output (``Stdout``/``Stderr``) and at most one terminal frame (``Exit`` or ``Err
 
     OPEN ──stdin eof──▶ STDIN_CLOSED
     OPEN / STDIN_CLOSED ──exit or failure received──▶ ENDED   (the terminal frame was yielded)
+    OPEN / STDIN_CLOSED ──ended locally──▶ ENDED              (its Error is the terminal frame)
     any state ──client close──▶ CLOSED                       (nothing more is yielded)
+
+A local end is the client side deciding that the session is over before the server said so (a
+session limit, the caller, a cleanup): ``ExecSession.end(error)``. It is not a client *action*
+(nothing is written), and it is never refused: ending a session that has already ended or was
+closed changes nothing, so the first end wins.
 
 Every (state, input) pair is either in :data:`TRANSITIONS` or in :data:`REFUSALS` (the client's
 mistake: raised as ``ExecError``, the state is kept), except received inputs in ENDED and CLOSED,
-which cannot occur: the session discards what arrives after its end before it is decoded.
+which cannot occur: the session discards what arrives after its end before it is decoded. A
+refusal in a session that was ended locally also names why it ended (:data:`LOCAL_END_REFUSAL`).
 
 A client action that the state allows must then pass its :data:`GUARDS`, in order: conditions on
 the session's facts (was stdin requested, is there a TTY, did the server negotiate v5) and on the
@@ -52,6 +59,8 @@ class SessionInput(enum.Enum):
     OUTPUT_RECEIVED = "output-received"
     EXIT_RECEIVED = "exit-received"
     FAILURE_RECEIVED = "failure-received"
+    #: The client side ended the session with an ``Error`` of its own (``ExecSession.end``).
+    ENDED_LOCALLY = "ended-locally"
 
     @property
     def is_client_action(self) -> bool:
@@ -83,6 +92,11 @@ TRANSITIONS: Mapping[tuple[SessionState, SessionInput], SessionState] = MappingP
         (_S.STDIN_CLOSED, _I.OUTPUT_RECEIVED): _S.STDIN_CLOSED,
         (_S.STDIN_CLOSED, _I.EXIT_RECEIVED): _S.ENDED,
         (_S.STDIN_CLOSED, _I.FAILURE_RECEIVED): _S.ENDED,
+        (_S.OPEN, _I.ENDED_LOCALLY): _S.ENDED,
+        (_S.STDIN_CLOSED, _I.ENDED_LOCALLY): _S.ENDED,
+        # The first end wins: a later local end (a limit firing as the process exits) is a no-op.
+        (_S.ENDED, _I.ENDED_LOCALLY): _S.ENDED,
+        (_S.CLOSED, _I.ENDED_LOCALLY): _S.CLOSED,
         # Closing is idempotent and always allowed: it is how the client releases the socket.
         (_S.ENDED, _I.SEND_CLOSE): _S.CLOSED,
         (_S.CLOSED, _I.SEND_CLOSE): _S.CLOSED,
@@ -108,6 +122,11 @@ REFUSALS: Mapping[tuple[SessionState, SessionInput], tuple[ExecErrorCode, str]] 
         },
     }
 )
+
+#: How a refusal reads in a session that was ended locally: the table's message, then why the
+#: session ended (the ``Error`` given to ``ExecSession.end``), e.g. "Exec request was aborted: the
+#: session was idle for 300 s (no input and no output) and was closed".
+LOCAL_END_REFUSAL = "{refusal}: {reason}"
 
 
 class Guard(enum.Enum):

@@ -1,4 +1,6 @@
-"""The seed's default limits, each with its reason (see :class:`~kuber_exec_core.ExecLimits`)."""
+"""The seed's default limits, each with its reason (see :class:`~kuber_exec_core.ExecLimits`), and
+the service's session limits with their deadline arithmetic (:class:`SessionLimits`,
+:class:`SessionDeadlines`)."""
 
 from ._limits import DEFAULT_INTERACTIVE_QUEUE_CAPACITY as DEFAULT_INTERACTIVE_QUEUE_CAPACITY
 from ._limits import DEFAULT_MAX_ARGUMENT_BYTES as DEFAULT_MAX_ARGUMENT_BYTES
@@ -7,6 +9,8 @@ from ._limits import DEFAULT_MAX_COMMAND_BYTES as DEFAULT_MAX_COMMAND_BYTES
 from ._limits import DEFAULT_MAX_STDIN_FRAME_BYTES as DEFAULT_MAX_STDIN_FRAME_BYTES
 from ._limits import DEFAULT_OUTPUT_CAP_BYTES as DEFAULT_OUTPUT_CAP_BYTES
 from ._limits import ExecLimits as ExecLimits
+from ._session_limits import SessionDeadlines as SessionDeadlines
+from ._session_limits import SessionLimits as SessionLimits
 
 __all__ = [
     "DEFAULT_INTERACTIVE_QUEUE_CAPACITY",
@@ -16,4 +20,6 @@ __all__ = [
     "DEFAULT_MAX_STDIN_FRAME_BYTES",
     "DEFAULT_OUTPUT_CAP_BYTES",
     "ExecLimits",
+    "SessionDeadlines",
+    "SessionLimits",
 ]

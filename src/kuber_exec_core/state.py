@@ -7,6 +7,7 @@ from them (:func:`state_diagram`).
 from ._session import SessionSignal as SessionSignal
 from ._state import GUARD_REFUSALS as GUARD_REFUSALS
 from ._state import GUARDS as GUARDS
+from ._state import LOCAL_END_REFUSAL as LOCAL_END_REFUSAL
 from ._state import MAX_TERMINAL_DIMENSION as MAX_TERMINAL_DIMENSION
 from ._state import REFUSALS as REFUSALS
 from ._state import TERMINAL_STATES as TERMINAL_STATES
@@ -19,6 +20,7 @@ from ._state import state_diagram as state_diagram
 __all__ = [
     "GUARDS",
     "GUARD_REFUSALS",
+    "LOCAL_END_REFUSAL",
     "MAX_TERMINAL_DIMENSION",
     "REFUSALS",
     "TERMINAL_STATES",

@@ -29,7 +29,14 @@ from kuber_exec_core import (
 from kuber_exec_core import testing as kt
 from kuber_exec_core.channels import decode_message
 from kuber_exec_core.server import status_exit_code, status_success
-from kuber_exec_core.state import REFUSALS, TRANSITIONS, SessionInput, SessionSignal, SessionState
+from kuber_exec_core.state import (
+    REFUSALS,
+    TERMINAL_STATES,
+    TRANSITIONS,
+    SessionInput,
+    SessionSignal,
+    SessionState,
+)
 
 ABORTED = (ExecErrorCode.ABORTED, "Exec request was aborted")
 #: The server-bytes fuzz properties (the two here, the two in test_status_stream): under the ci
@@ -261,6 +268,7 @@ def test_state_table_is_total() -> None:
         SessionInput.EXIT_RECEIVED,
         SessionInput.FAILURE_RECEIVED,
     }
+    local = {SessionInput.ENDED_LOCALLY}
     for state in SessionState:
         for action in SessionInput:
             key = (state, action)
@@ -271,9 +279,10 @@ def test_state_table_is_total() -> None:
                 assert not in_refusals, key
             else:
                 assert in_transitions or in_refusals, key
-    # Refusals are client actions only; received facts are never refused.
+    # Refusals are client actions only; received facts and local ends are never refused.
     assert all(action.is_client_action for _, action in REFUSALS)
-    assert {a for a in SessionInput if a.is_client_action} == set(SessionInput) - received
+    assert all((state, action) in TRANSITIONS for state in SessionState for action in local)
+    assert {a for a in SessionInput if a.is_client_action} == set(SessionInput) - received - local
 
 
 def test_terminal_states() -> None:
@@ -282,8 +291,12 @@ def test_terminal_states() -> None:
             assert target is SessionState.ENDED
         if action is SessionInput.SEND_CLOSE:
             assert target is SessionState.CLOSED
+        if action is SessionInput.ENDED_LOCALLY:
+            # Running sessions end; an ended or closed one stays as it is (the first end wins).
+            expected = state if state in TERMINAL_STATES else SessionState.ENDED
+            assert target is expected
         if state in (SessionState.ENDED, SessionState.CLOSED):
-            assert action is SessionInput.SEND_CLOSE
+            assert action in (SessionInput.SEND_CLOSE, SessionInput.ENDED_LOCALLY)
 
 
 # -- properties ----------------------------------------------------------------------------------
