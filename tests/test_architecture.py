@@ -100,6 +100,65 @@ def test_packages_use_each_other_only_through_public_modules(package: str) -> No
     assert offending == {}
 
 
+def _private_name(name: str) -> bool:
+    # ``_x`` and ``__x``, not dunders (``__aenter__``) nor Enum's sunders (``_value2member_map_``).
+    return name.startswith("_") and not name.endswith("_")
+
+
+def _defined_privately(tree: ast.Module) -> set[str]:
+    """The private names a module defines for its own objects: ``self._x = …``, methods and
+    class attributes named ``_x``."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _private_name(node.name):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            if _private_name(node.attr):
+                names.add(node.attr)
+        elif isinstance(node, ast.ClassDef):
+            for statement in node.body:
+                targets = statement.targets if isinstance(statement, ast.Assign) else []
+                if isinstance(statement, ast.AnnAssign):
+                    targets = [statement.target]
+                names.update(
+                    t.id for t in targets if isinstance(t, ast.Name) and _private_name(t.id)
+                )
+    return names
+
+
+def _foreign_private_reads(source: str) -> list[str]:
+    """``x._name`` where ``x`` is not ``self``/``cls`` and ``_name`` is not this module's own."""
+    tree = ast.parse(source)
+    own = _defined_privately(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not _private_name(node.attr):
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            continue
+        if node.attr not in own:
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_reads_another_modules_private_attributes() -> None:
+    # Modules talk through public names; what one module keeps private (its ``_x``) no other
+    # reads, so a refactor of one module's internals cannot break a sibling (issue 18).
+    offending = {
+        str(path.relative_to(SRC)): found
+        for path in sorted(SRC.rglob("*.py"))
+        if (found := _foreign_private_reads(path.read_text(encoding="utf-8")))
+    }
+    assert offending == {}
+
+
+def test_the_private_attribute_rule_catches_a_read() -> None:
+    source = "class A:\n    def f(self, other):\n        return other._secret, other.__x__\n"
+    assert _foreign_private_reads(source) == ["line 3: other._secret"]
+    # The module's own private names (here an attribute it sets) may be read on its objects.
+    assert _foreign_private_reads(source + "    def g(self):\n        self._secret = 1\n") == []
+
+
 #: The pinned public surfaces: changing one is an API change, made here on purpose.
 CORE_NAMES = {
     "ExecError", "ExecErrorCode", "ExecOutputLimitError", "StreamName",

@@ -25,12 +25,12 @@ from kuber_exec_core import Stdout as Stdout
 from kuber_exec_core import Workspace as Workspace
 
 from ._audit import AuditEvent as AuditEvent
-from ._audit import JsonLinesAuditLog as JsonLinesAuditLog
-from ._audit import SessionLimits as SessionLimits
+from ._audit_log import JsonLinesAuditLog as JsonLinesAuditLog
 from ._backend import Backend as Backend
 from ._backend import ExecConnection as ExecConnection
 from ._config import ClusterConfig as ClusterConfig
 from ._kubernetes import KubernetesBackend as KubernetesBackend
+from ._limits import SessionLimits as SessionLimits
 from ._service import ExecService as ExecService
 from ._session import InteractiveSession as InteractiveSession
 

@@ -17,6 +17,7 @@ import anyio
 from kuber_exec_core import (
     DEFAULT_SUBPROTOCOLS,
     Error,
+    ExecError,
     ExecLimits,
     ExecRequest,
     ExecResult,
@@ -28,6 +29,7 @@ from kuber_exec_core import (
     Subprotocol,
     stdin_bytes,
 )
+from kuber_exec_core.limits import SessionDeadlines, SessionLimits
 from kuber_exec_core.validation import (
     validate_flag,
     validate_output_cap,
@@ -36,19 +38,13 @@ from kuber_exec_core.validation import (
     validate_subprotocols,
 )
 
-from ._audit import (
-    AuditHook,
-    AuditRecord,
-    SessionLimits,
-    WorkspaceSlots,
-    audited,
-    enforce_session_limits,
-)
+from ._audit import AuditHook, AuditRecord, audited
 from ._backend import Backend
 from ._drivers import collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
+from ._limits import WorkspaceSlots
 from ._retarget import open_exec
-from ._session import InteractiveSession
+from ._session import InteractiveSession, run_session
 
 __all__ = ["ExecService"]
 
@@ -170,19 +166,27 @@ class ExecService:
                     stdin=stdin_data,
                 )
                 messages = run.stdin_messages()
-                with single_exception():
-                    async with anyio.create_task_group() as tasks:
-                        if messages:
-                            # Concurrently with reading: a command that echoes a large stdin
-                            # would otherwise fill every buffer and deadlock.
-                            tasks.start_soon(send_quietly, connection, messages)
-                        result = await collect_execute(run, connection)
-                        tasks.cancel_scope.cancel()
+                try:
+                    with single_exception():
+                        async with anyio.create_task_group() as tasks:
+                            if messages:
+                                # Concurrently with reading: a command that echoes a large stdin
+                                # would otherwise fill every buffer and deadlock.
+                                tasks.start_soon(send_quietly, connection, messages)
+                            result = await collect_execute(run, connection)
+                            tasks.cancel_scope.cancel()
+                except ExecError as error:
+                    # An output cap or a failed status: the audit event counts what did move.
+                    record.failed(
+                        error.code,
+                        error.message,
+                        bytes_in=run.session.bytes_in,
+                        bytes_out=run.session.bytes_out,
+                    )
+                    raise
             logger.info("exec in %s/%s exited %d", target.namespace, target.pod, result.exit_code)
             record.exited(
-                result.exit_code,
-                bytes_in=len(stdin_data or b""),
-                bytes_out=len(result.stdout) + len(result.stderr),
+                result.exit_code, bytes_in=run.session.bytes_in, bytes_out=run.session.bytes_out
             )
             return result
 
@@ -232,30 +236,27 @@ class ExecService:
                     stdin=stdin,
                     max_stdin_frame_bytes=self.limits.max_stdin_frame_bytes,
                 )
-                session = InteractiveSession(target, connection, core, capacity)
+                deadlines = (
+                    SessionDeadlines(limits, opened_at=anyio.current_time())
+                    if limits.limits_time
+                    else None
+                )
+                session = InteractiveSession(target, connection, core, capacity, deadlines)
                 try:
-                    with single_exception():
-                        async with anyio.create_task_group() as tasks:
-                            tasks.start_soon(session.run_reader)
-                            if limits.idle_timeout is not None or limits.max_duration is not None:
-                                tasks.start_soon(enforce_session_limits, session, limits)
-                            try:
-                                yield session
-                            finally:
-                                await session.aclose()
-                                tasks.cancel_scope.cancel()
+                    async with run_session(session, deadlines):
+                        yield session
                 finally:
-                    _record_session_end(record, session)
-                    session._dispose()
+                    _record_end(record, session.final_frame, session.bytes_in, session.bytes_out)
 
 
-def _record_session_end(record: AuditRecord, session: InteractiveSession) -> None:
-    """The ``ended`` event of an interactive session: how it ended, and the bytes it moved."""
-    counts = {"bytes_in": session._bytes_in, "bytes_out": session._bytes_out}
-    terminal = session._terminal
-    if isinstance(terminal, Exit):
-        record.exited(terminal.exit_code, **counts)
-    elif isinstance(terminal, Error):
-        record.failed(terminal.code, terminal.message, **counts)
+def _record_end(
+    record: AuditRecord, final: Exit | Error | None, bytes_in: int, bytes_out: int
+) -> None:
+    """The ``ended`` event: how the session ended (``None``: the client left first), and the
+    bytes it moved."""
+    if isinstance(final, Exit):
+        record.exited(final.exit_code, bytes_in=bytes_in, bytes_out=bytes_out)
+    elif isinstance(final, Error):
+        record.failed(final.code, final.message, bytes_in=bytes_in, bytes_out=bytes_out)
     else:
-        record.closed(**counts)
+        record.closed(bytes_in=bytes_in, bytes_out=bytes_out)

@@ -4,19 +4,23 @@ One reader task ("next event; if it needs data, await a message and feed it") mo
 the core's session into a bounded memory stream of ``queue_capacity`` frames; when the consumer
 stops reading, the stream fills, the reader stops reading the socket, and TCP pushes back on the
 server. One locked send path writes the client's frames. The core decides everything else: which
-frames may be sent, when the session has ended, what a close means.
+frames may be sent, when and how the session has ended (its ``final_frame``), what a close
+means, and the bytes moved. :func:`run_session` is the session's life in its owner's hands: the
+reader, the time limits, and the release of both when the owner's block is left.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import anyio
 
 from kuber_exec_core import (
+    SESSION_ENDED,
     ClientFrame,
     Close,
     Error,
-    ExecError,
-    ExecErrorCode,
     ExecSession,
     Exit,
     Resize,
@@ -27,12 +31,15 @@ from kuber_exec_core import (
     Stdout,
     Subprotocol,
 )
+from kuber_exec_core.limits import SessionDeadlines
 from kuber_exec_core.state import SessionState
 
 from ._backend import ExecConnection
 from ._drivers import pump_session
+from ._groups import single_exception
+from ._limits import enforce_session_limits
 
-__all__ = ["InteractiveSession"]
+__all__ = ["InteractiveSession", "run_session"]
 
 
 class InteractiveSession:
@@ -52,6 +59,7 @@ class InteractiveSession:
         connection: ExecConnection,
         session: ExecSession,
         queue_capacity: int,
+        deadlines: SessionDeadlines | None = None,
     ) -> None:
         self.target = target
         self._connection = connection
@@ -61,14 +69,10 @@ class InteractiveSession:
         )
         self._send_lock = anyio.Lock()
         self._reader_scope = anyio.CancelScope()
-        # For the audit events and the session limits (kuber_exec_anyio._audit): stdin bytes
-        # sent, output bytes received, the time of the last of either (or of a resize), the
-        # terminal frame received, and the Error a service limit ended the session with.
-        self._bytes_in = 0
-        self._bytes_out = 0
-        self._last_activity = anyio.current_time()
-        self._terminal: Exit | Error | None = None
-        self._ended_by: Error | None = None
+        # Told of each moment of activity when an idle timeout is set (else never: the clock is
+        # read per frame only when something needs it).
+        watched = deadlines is not None and deadlines.watches_activity
+        self._deadlines = deadlines if watched else None
 
     def __repr__(self) -> str:
         return (
@@ -81,6 +85,27 @@ class InteractiveSession:
         """The negotiated subprotocol (stdin EOF needs ``v5.channel.k8s.io``)."""
         return self._session.subprotocol
 
+    @property
+    def state(self) -> SessionState:
+        """The core session's state (:class:`~kuber_exec_core.state.SessionState`)."""
+        return self._session.state
+
+    @property
+    def final_frame(self) -> Exit | Error | None:
+        """How the session ended: the ``Exit`` or ``Error`` received, or the ``Error`` it was
+        ended with (:meth:`end`); ``None`` while it runs, or when the client closed it first."""
+        return self._session.final_frame
+
+    @property
+    def bytes_in(self) -> int:
+        """stdin bytes sent to the process."""
+        return self._session.bytes_in
+
+    @property
+    def bytes_out(self) -> int:
+        """stdout and stderr bytes received from the process."""
+        return self._session.bytes_out
+
     async def send(self, frame: ClientFrame) -> None:
         """Send a client frame.
 
@@ -89,17 +114,11 @@ class InteractiveSession:
                 ``EXEC_INVALID`` for a frame the session cannot carry (nothing is sent);
                 ``EXEC_FAILED`` when the connection broke while sending.
         """
-        if self._ended_by is not None and not isinstance(frame, Close):
-            raise ExecError(
-                ExecErrorCode.ABORTED, f"the session has ended: {self._ended_by.message}"
-            )
         # The core validates and accounts for the frame before anything is written; the lock
         # is taken with no checkpoint in between, so frames go out in the order they came.
         messages = self._session.send(frame)
-        if isinstance(frame, Stdin | Resize):
-            self._last_activity = anyio.current_time()
-            if isinstance(frame, Stdin):
-                self._bytes_in += len(frame.data)
+        if self._deadlines is not None and isinstance(frame, Stdin | Resize):
+            self._deadlines.activity(anyio.current_time())
         if self._session.state is SessionState.CLOSED:
             self._release()
             return
@@ -131,30 +150,25 @@ class InteractiveSession:
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
 
+    def end(self, error: Error) -> None:
+        """End the session now with ``error`` as its terminal frame (a limit, the platform): the
+        socket is no longer read, iteration yields ``error`` and stops, and ``send`` raises
+        ``EXEC_ABORTED`` naming ``error.message``. Nothing is sent to the process (see
+        docs/errors.md). No effect once the session has ended or was closed (a terminal frame
+        already on its way to the consumer stays the one it gets)."""
+        if self._session.end(error):
+            self._reader_scope.cancel()
+
     async def run_reader(self) -> None:
         """The reader task: core events into the bounded stream until the terminal frame."""
         async with self._frames_in:
             with self._reader_scope:
                 await pump_session(self._session, self._connection, self._deliver)
-            if self._ended_by is not None:
-                await self._deliver(self._ended_by)  # A service limit: the terminal frame.
-
-    @property
-    def _finished(self) -> bool:
-        # Nothing more will be read: the session ended, was closed, or a limit ended it.
-        return self._session.is_finished or self._ended_by is not None
-
-    def _end_with(self, error: Error) -> None:
-        """For the service's limits: stop reading and deliver ``error`` as the terminal frame."""
-        if self._finished:
-            return
-        self._ended_by = error
-        self._terminal = error
-        self._reader_scope.cancel()
-
-    def _dispose(self) -> None:
-        """For the owner, once the reader has stopped: release the frame stream's receiving end."""
-        self._frames_out.close()
+            # A local end cancelled the pump: the core still holds the terminal frame it was
+            # given; after a client close it holds nothing.
+            if (event := self._session.next_event()) is not SESSION_ENDED:
+                assert isinstance(event, Error)
+                await self._deliver(event)
 
     def _release(self) -> None:
         # After a client close nothing more is delivered: stop the reader (which closes the
@@ -162,11 +176,8 @@ class InteractiveSession:
         self._reader_scope.cancel()
 
     async def _deliver(self, frame: ServerFrame) -> bool:
-        if isinstance(frame, Stdout | Stderr):
-            self._bytes_out += len(frame.data)
-            self._last_activity = anyio.current_time()
-        elif isinstance(frame, Exit | Error) and self._terminal is None:
-            self._terminal = frame
+        if self._deadlines is not None and isinstance(frame, Stdout | Stderr):
+            self._deadlines.activity(anyio.current_time())
         try:
             # As in __anext__: straight into the queue while it has room; wait only when full.
             try:
@@ -176,3 +187,25 @@ class InteractiveSession:
         except anyio.BrokenResourceError:
             return False  # The consumer closed: nothing more to deliver.
         return True
+
+
+@asynccontextmanager
+async def run_session(
+    session: InteractiveSession, deadlines: SessionDeadlines | None
+) -> AsyncIterator[InteractiveSession]:
+    """Run ``session`` for the block: its reader, and its time limits when ``deadlines`` has
+    any. Leaving the block closes the session from the client side, stops both tasks and
+    releases the frame stream; an exception from the block or a task comes out as itself."""
+    try:
+        with single_exception():
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(session.run_reader)
+                if deadlines is not None and deadlines.next_deadline() is not None:
+                    tasks.start_soon(enforce_session_limits, session, deadlines)
+                try:
+                    yield session
+                finally:
+                    await session.aclose()
+                    tasks.cancel_scope.cancel()
+    finally:
+        session._frames_out.close()

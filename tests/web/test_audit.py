@@ -79,6 +79,22 @@ async def test_interactive_session_counts_bytes_both_ways(
 
 
 @pytest.mark.anyio
+async def test_an_execute_over_its_cap_counts_what_it_received(
+    adapter: ModuleType, sandbox: Sandbox
+) -> None:
+    events: list[AuditEvent] = []
+    async with service_for(adapter, sandbox, audit=events.append) as service:
+        with pytest.raises(ExecError) as capped:
+            await service.execute(run("sh", "-c", "head -c 100000 /dev/zero"), stdout_cap=1000)
+    assert capped.value.code is ExecErrorCode.OUTPUT_LIMIT
+    ended = events[-1]
+    assert (ended.outcome, ended.error_code) == ("error", ExecErrorCode.OUTPUT_LIMIT)
+    # The chunk that crossed the cap was received too: more than the cap, at most the output.
+    assert 1000 < ended.bytes_out <= 100_000
+    assert ended.bytes_in == 0
+
+
+@pytest.mark.anyio
 async def test_a_session_left_early_is_closed(adapter: ModuleType, sandbox: Sandbox) -> None:
     events: list[AuditEvent] = []
     async with (

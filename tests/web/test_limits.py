@@ -19,6 +19,8 @@ from kuber_exec_anyio import (
     Stdout,
     Workspace,
 )
+from kuber_exec_core.limits import SessionLimits as CoreSessionLimits
+from kuber_exec_core.state import LOCAL_END_REFUSAL, REFUSALS, SessionInput, SessionState
 from kuber_exec_sandbox import Sandbox
 
 from .conftest import run, service_for
@@ -74,8 +76,14 @@ async def test_an_idle_session_ends_with_an_error_frame(
         )
         with pytest.raises(ExecError) as late:
             await session.send(Stdin(b"x"))
-        assert late.value.code is ExecErrorCode.ABORTED
-        assert late.value.message.startswith("the session has ended: the session was idle")
+        # The refusal comes from the state table, naming why the session ended.
+        code, refusal = REFUSALS[(SessionState.ENDED, SessionInput.SEND_STDIN)]
+        assert (late.value.code, late.value.message) == (
+            code,
+            LOCAL_END_REFUSAL.format(refusal=refusal, reason=frames[-1].message),
+        )
+        assert session.state is SessionState.ENDED
+        assert session.final_frame == frames[-1]
     assert events[-1].outcome == "error"
     assert events[-1].error_code is ExecErrorCode.ABORTED
 
@@ -121,16 +129,6 @@ async def test_a_session_ends_at_its_maximum_duration(
     assert not any(isinstance(frame, Exit) for frame in frames)
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        {"max_sessions_per_workspace": 0},
-        {"max_sessions_per_workspace": 1.5},
-        {"idle_timeout": -1},
-        {"max_duration": True},
-    ],
-)
-def test_limits_must_be_positive(options: dict[str, object]) -> None:
-    with pytest.raises(ExecError) as refused:
-        SessionLimits(**options)  # type: ignore[arg-type]
-    assert refused.value.code is ExecErrorCode.INVALID
+def test_the_service_limits_are_the_cores() -> None:
+    # One class, validated once (tests/core/test_session_limits.py).
+    assert SessionLimits is CoreSessionLimits

@@ -1,0 +1,76 @@
+"""Session limits: execs open at once per workspace, and the time limits of interactive sessions.
+
+``ExecService(backend, session_limits=SessionLimits(...))``. :class:`WorkspaceSlots` caps the
+exec sessions open at once per workspace (over the cap: an ``ExecError`` with ``EXEC_ABORTED``
+before anything is sent to the cluster). :func:`enforce_session_limits` ends an interactive
+session with the core's ``Error`` frame (code ``EXEC_ABORTED``) when it has been idle or open for
+too long; when a limit passes, and what the frame says, is
+:class:`~kuber_exec_core.limits.SessionDeadlines`' arithmetic: this module only owns the clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import anyio
+
+from kuber_exec_core import ExecError, ExecErrorCode, Workspace
+from kuber_exec_core.limits import SessionDeadlines, SessionLimits
+
+if TYPE_CHECKING:
+    from ._session import InteractiveSession
+
+__all__ = ["SessionLimits", "WorkspaceSlots", "enforce_session_limits"]
+
+
+class WorkspaceSlots:
+    """Counts the execs open per workspace and refuses one over ``limit`` (``None``: no limit)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self._open: dict[Workspace, int] = {}
+
+    @contextlib.contextmanager
+    def hold(self, workspace: Workspace) -> Iterator[None]:
+        """Hold one slot for the block.
+
+        Raises:
+            ExecError: ``EXEC_ABORTED`` when the workspace already holds ``limit`` slots.
+        """
+        if self.limit is None or not isinstance(workspace, Workspace):
+            yield  # No limit, or an invalid request that validation refuses next.
+            return
+        # No await between the check and the count: atomic on one event loop.
+        count = self._open.get(workspace, 0)
+        if count >= self.limit:
+            raise ExecError(
+                ExecErrorCode.ABORTED,
+                f"workspace {workspace.project} already has {count} exec sessions open "
+                f"(the limit is {self.limit}); close one and try again",
+            )
+        self._open[workspace] = count + 1
+        try:
+            yield
+        finally:
+            remaining = self._open[workspace] - 1
+            if remaining:
+                self._open[workspace] = remaining
+            else:
+                del self._open[workspace]
+
+
+async def enforce_session_limits(session: InteractiveSession, deadlines: SessionDeadlines) -> None:
+    """Until a limit passes: sleep to the nearest deadline, then end ``session`` with the
+    deadline's ``Error`` frame if it has passed (activity may have moved it: look again).
+
+    Runs in the session's task group, which cancels it when the session's block is left; ending
+    a session that has already ended changes nothing (the core's first end wins).
+    """
+    while (deadline := deadlines.next_deadline()) is not None:
+        await anyio.sleep_until(deadline)
+        error = deadlines.expired(anyio.current_time())
+        if error is not None:
+            session.end(error)
+            return
