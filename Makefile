@@ -5,16 +5,20 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
 WEB := src/kuber_exec_web
+# The docs' diagrams: Graphviz compiled to WebAssembly, from the npm registry (docs/hooks/diagrams.py).
+DIAGRAMS := docs/hooks
 
 .PHONY: test lint typecheck unit docs demo bench sandbox web test-browser clean
 
-# The venv with every extra the tests use, and xterm.js for the browser terminal (from the npm
-# registry, pinned by the lockfile; never copied into the repository).
-$(STAMP): pyproject.toml $(WEB)/package-lock.json
+# The venv with every extra the tests use; from the npm registry, pinned by the lockfiles and never
+# copied into the repository: xterm.js for the browser terminal, and the diagrams' Graphviz (so the
+# docs build needs no system package).
+$(STAMP): pyproject.toml $(WEB)/package-lock.json $(DIAGRAMS)/package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,docs]'
 	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error
+	cd $(DIAGRAMS) && npm ci --no-audit --no-fund --loglevel=error
 	touch $(STAMP)
 
 ## test: ruff, mypy --strict, the docs build (warnings as errors) and the whole pytest suite.

@@ -124,8 +124,8 @@ def start_sandbox(directory: Path) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
         [
             sys.executable,
-            "-c",
-            "import sys; from kuber_exec_sandbox._command import main; sys.exit(main())",
+            "-m",
+            "kuber_exec_sandbox",
             "--kubeconfig-out",
             str(directory / "kubeconfig"),
         ],

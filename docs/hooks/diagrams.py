@@ -1,4 +1,5 @@
-"""MkDocs hook: the site's diagrams, drawn by Graphviz at build time (no network, no JavaScript).
+"""MkDocs hook: the site's diagrams, drawn by Graphviz at build time (no network, no JavaScript
+in the page).
 
 - ``state-machine``: generated from ``kuber_exec_core.state`` (``TRANSITIONS``,
   ``TERMINAL_STATES``), the same table ``state_diagram()`` turns into Mermaid text;
@@ -7,8 +8,11 @@
 
 A page asks for a diagram with an HTML comment on a line of its own, ``<!-- diagram: NAME -->``;
 the hook replaces it with the SVG inline (so its text is in the page, searchable and selectable)
-and also writes ``diagrams/NAME.svg`` into the site. Needs Graphviz's ``dot`` on ``PATH``
-(Debian: ``apt-get install graphviz``).
+and also writes ``diagrams/NAME.svg`` into the site.
+
+Graphviz is the WebAssembly build of Viz.js (``@viz-js/viz``, pinned by
+``docs/hooks/package-lock.json``; ``make`` installs it with ``npm ci``), run by Node through
+``render_dot.mjs``: the build needs Python and Node only, never a system Graphviz.
 """
 
 from __future__ import annotations
@@ -27,9 +31,15 @@ from mkdocs.structure.pages import Page
 
 from kuber_exec_core.state import TERMINAL_STATES, TRANSITIONS, SessionState
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+HOOKS = Path(__file__).resolve().parent
+SRC = HOOKS.parents[1] / "src"
+RENDERER = HOOKS / "render_dot.mjs"
 MARKER = re.compile(r"<!--\s*diagram:\s*([a-z0-9-]+)\s*-->")
-FONT = "Helvetica,Arial,sans-serif"
+# Graphviz sizes the boxes for text in FONT (WebAssembly Graphviz has no fonts of its own, only
+# built-in metrics: DejaVu Sans is the widest common sans-serif it knows), and the SVG then asks
+# for FONT_FAMILY, so a narrower Helvetica or Arial still fits.
+FONT = "DejaVu Sans"
+FONT_FAMILY = "DejaVu Sans,Helvetica,Arial,sans-serif"
 
 
 def _quote(text: str) -> str:
@@ -67,10 +77,10 @@ PACKAGES: dict[str, str] = {
     "kuber_exec_cli": "the kuber-exec command",
     "kuber_exec_trio": "trio binding\\n(trio-websocket)",
     "kuber_exec_asyncio": "asyncio binding\\n(websockets)",
-    "kuber_exec_anyio": "async layer on anyio\\nExecService · InteractiveSession\\n"
+    "kuber_exec_anyio": "async layer on anyio\\nExecService, InteractiveSession\\n"
     "KubernetesBackend (REST over httpx)\\nexec connection (keepalive, bounded close)",
-    "kuber_exec_core": "sans-IO core: every rule, no I/O\\nvalidation · limits · targeting plans\\n"
-    "channel codec · ExecSession state table",
+    "kuber_exec_core": "sans-IO core: every rule, no I/O\\nvalidation, limits, targeting plans\\n"
+    "channel codec, ExecSession state table",
     "kuber_exec_sandbox": "sandbox API server\\n(loopback, for demos and tests)",
 }
 
@@ -174,16 +184,34 @@ _rendered: dict[str, str] = {}
 def render(name: str) -> str:
     """The SVG of diagram ``name`` (cached for the build)."""
     if name not in _rendered:
-        dot = shutil.which("dot")
-        if dot is None:
-            raise PluginError("Graphviz's dot is needed for the diagrams: apt-get install graphviz")
-        done = subprocess.run(
-            [dot, "-Tsvg"], input=DIAGRAMS[name](), capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
-            raise PluginError(f"dot failed on the {name} diagram: {done.stderr.strip()}")
-        _rendered[name] = done.stdout
+        _rendered[name] = render_dot(DIAGRAMS[name]())
     return _rendered[name]
+
+
+def render_dot(dot: str) -> str:
+    """``dot`` drawn as SVG by Graphviz's dot layout (WebAssembly, run by Node).
+
+    Raises:
+        PluginError: Node or the npm package is missing, or Graphviz reported an error or a
+            warning (the build is strict).
+    """
+    node = shutil.which("node")
+    if node is None:
+        raise PluginError("Node.js is needed to draw the diagrams (make installs the rest)")
+    if not (HOOKS / "node_modules" / "@viz-js" / "viz").is_dir():
+        raise PluginError("the diagrams' Graphviz is missing: run make (npm ci in docs/hooks)")
+    done = subprocess.run(
+        [node, str(RENDERER)],
+        input=dot,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=False,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        raise PluginError(f"Graphviz failed on a diagram: {done.stderr.strip()}")
+    return done.stdout.replace(f'font-family="{FONT}"', f'font-family="{FONT_FAMILY}"')
 
 
 def _inline(svg: str) -> str:

@@ -35,8 +35,7 @@ async def open_demo_sandbox() -> AsyncIterator[str]:
 def run_sandbox_command(argv: list[str]) -> int:
     """``kuber-exec sandbox ARGV``: the sandbox's own command line, options and help included."""
     try:
-        # The sandbox package has no public entry point for its command line yet.
-        from kuber_exec_sandbox._command import main as sandbox_main
+        from kuber_exec_sandbox import main as sandbox_main
     except ImportError as error:
         report(
             LocalStreams.of_process(),

@@ -1,7 +1,8 @@
 """What a caller asks for, and the seed's validation of it (``validateInput`` and ``outputCap``).
 
 Every check raises ``ExecError(EXEC_INVALID, <the seed's message>)``, in the seed's order, before
-anything is sent to the cluster.
+anything is sent to the cluster; the request's rules take their wording from the table in
+``_rules`` (:class:`~kuber_exec_core.validation.InvalidRule`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import attrs
 
 from ._errors import ExecError, ExecErrorCode, StreamName
 from ._limits import ExecLimits, positive_int
+from ._rules import InvalidRule
 
 __all__ = [
     "ExecRequest",
@@ -75,18 +77,13 @@ def _js_length(value: str) -> int:
     return len(value) + sum(1 for char in value if ord(char) > 0xFFFF)
 
 
-def _validate_name(
-    value: object, kind: str, max_length: int = 63, pattern: re.Pattern[str] = _DNS_LABEL
-) -> None:
-    if (
-        not isinstance(value, str)
-        or not value
-        or len(value) > max_length
-        or pattern.fullmatch(value) is None
-    ):
-        raise _invalid(
-            f"{kind} must be a valid lowercase DNS name of at most {max_length} characters"
-        )
+def _is_name(value: object, max_length: int = 63, pattern: re.Pattern[str] = _DNS_LABEL) -> bool:
+    return (
+        isinstance(value, str)
+        and bool(value)
+        and len(value) <= max_length
+        and pattern.fullmatch(value) is not None
+    )
 
 
 def validate_request_type(request: object) -> ExecRequest:
@@ -115,39 +112,42 @@ def validate_request(request: ExecRequest, limits: ExecLimits) -> None:
     """Apply the seed's ``validateInput`` to ``request``.
 
     Raises:
-        ExecError: ``EXEC_INVALID`` with the seed's message for the first rule broken (first of
-            all, "request must be an ExecRequest" for anything that is not one).
+        ExecError: ``EXEC_INVALID`` with the message of the first
+            :class:`~kuber_exec_core.validation.InvalidRule` broken
+            (first of all, "request must be an ExecRequest" for anything that is not one).
     """
     workspace = validate_request_type(request).workspace
     if not isinstance(workspace, Workspace):
-        raise _invalid("Workspace is required")
-    _validate_name(workspace.project, "Workspace project")
+        raise InvalidRule.WORKSPACE.error(limits)
+    if not _is_name(workspace.project):
+        raise InvalidRule.PROJECT.error(limits)
     uid = workspace.uid
     if not isinstance(uid, str) or not uid.strip(_JS_WHITESPACE) or _js_length(uid) > 256:
-        raise _invalid("Workspace UID must be between 1 and 256 characters")
-    _validate_name(request.deployment, "Deployment name", 253, _DNS_SUBDOMAIN)
-    if request.container is not None:
-        _validate_name(request.container, "Container name")
+        raise InvalidRule.WORKSPACE_UID.error(limits)
+    if not _is_name(request.deployment, 253, _DNS_SUBDOMAIN):
+        raise InvalidRule.DEPLOYMENT.error(limits)
+    if request.container is not None and not _is_name(request.container):
+        raise InvalidRule.CONTAINER.error(limits)
     command = request.command
     if not isinstance(command, tuple | list) or len(command) == 0:
-        raise _invalid("Command is required")
+        raise InvalidRule.COMMAND_MISSING.error(limits)
     if len(command) > limits.max_command_arguments:
-        raise _invalid(f"Command cannot contain more than {limits.max_command_arguments} arguments")
+        raise InvalidRule.ARGUMENT_COUNT.error(limits)
     command_bytes = 0
     for argument in command:
         if not isinstance(argument, str) or "\0" in argument:
-            raise _invalid("Command arguments must be strings without null bytes")
+            raise InvalidRule.ARGUMENT_NUL.error(limits)
         try:
             size = len(argument.encode("utf-8"))
         except UnicodeEncodeError:
             # Python-only case: a lone surrogate cannot go into a URL; the seed would silently
             # send U+FFFD instead, running a different command than the one asked for.
-            raise _invalid("Command arguments must be valid Unicode text") from None
+            raise InvalidRule.ARGUMENT_UNICODE.error(limits) from None
         if size > limits.max_argument_bytes:
-            raise _invalid(f"Command argument exceeds {limits.max_argument_bytes} bytes")
+            raise InvalidRule.ARGUMENT_BYTES.error(limits)
         command_bytes += size
     if command_bytes > limits.max_command_bytes:
-        raise _invalid(f"Command exceeds {limits.max_command_bytes} bytes")
+        raise InvalidRule.COMMAND_BYTES.error(limits)
 
 
 def validate_output_cap(value: int | None, stream: StreamName, limits: ExecLimits) -> int:

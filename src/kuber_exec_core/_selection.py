@@ -1,6 +1,7 @@
 """The seed's ``resolveTarget`` decisions as pure functions: ownership, pod filter and ranking.
 
-Order of checks, codes and messages are the seed's, to the letter:
+Order of checks, codes and messages are the seed's, to the letter (each refusal is a
+:class:`~kuber_exec_core.kube.TargetRefusal`, whose table holds its code and wording):
 
 1. no Deployment, or one whose name differs   -> EXEC_TARGET_NOT_FOUND
 2. labels ``app.kubernetes.io/managed-by=kuber`` and ``kuber.dev/workspace-uid=<uid>`` missing
@@ -16,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ._errors import ExecError, ExecErrorCode
 from ._objects import Deployment, Pod
 from ._request import ExecRequest
+from ._rules import TargetRefusal
 from ._target import ResolvedTarget
 
 __all__ = [
@@ -41,25 +42,20 @@ def check_deployment(request: ExecRequest, deployment: Deployment | None) -> str
     Raises:
         ExecError: the seed's code and message for the first failed check.
     """
-    name = request.deployment
-    if deployment is None or deployment.name != name:
-        raise ExecError(ExecErrorCode.TARGET_NOT_FOUND, f"Deployment {name} was not found")
+    if deployment is None or deployment.name != request.deployment:
+        raise TargetRefusal.DEPLOYMENT_NOT_FOUND.error(request)
     if (
         deployment.labels.get(EXEC_MANAGED_BY_LABEL) != EXEC_MANAGED_BY_VALUE
         or deployment.labels.get(EXEC_WORKSPACE_UID_LABEL) != request.workspace.uid
     ):
-        raise ExecError(
-            ExecErrorCode.TARGET_FORBIDDEN, f"Deployment {name} is not owned by this workspace"
-        )
+        raise TargetRefusal.NOT_OWNED.error(request)
     if not deployment.uid or deployment.selector.is_empty:
-        raise ExecError(
-            ExecErrorCode.TARGET_NOT_READY, f"Deployment {name} has no usable pod selector"
-        )
+        raise TargetRefusal.NO_POD_SELECTOR.error(request)
     container = request.container if request.container is not None else None
     if container is None:
         container = deployment.containers[0] if deployment.containers else None
     if not container:
-        raise ExecError(ExecErrorCode.TARGET_NOT_READY, f"Deployment {name} has no container")
+        raise TargetRefusal.NO_CONTAINER.error(request)
     return container
 
 
@@ -108,16 +104,11 @@ def choose_pod(
     pods = list(pods)
     ranked = rank_pods(pods, deployment, container)
     if not ranked:
+        # The seed's message names its requestedContainer: with a container named, that is it.
         named = request.container is not None
         if named and any(_is_owned_and_running(pod, deployment) for pod in pods):
-            raise ExecError(
-                ExecErrorCode.TARGET_NOT_FOUND,
-                f"Container {container} was not found or running in a deployment pod",
-            )
-        raise ExecError(
-            ExecErrorCode.TARGET_NOT_READY,
-            f"Deployment {request.deployment} has no running owned pod/container",
-        )
+            raise TargetRefusal.CONTAINER_NOT_FOUND.error(request)
+        raise TargetRefusal.NO_RUNNING_POD.error(request)
     pod = ranked[0]
     return ResolvedTarget(
         namespace=request.workspace.project,

@@ -3,7 +3,8 @@
 The plans (:class:`DeploymentLookup`, :class:`PodListing`) yield :class:`ApiGet` requests from
 ``next_event()``, are fed :class:`ApiResponse` answers, and end with their result; any HTTP client
 can perform them. The parsers turn the API's JSON into the slim frozen snapshots that
-:class:`~kuber_exec_core.TargetResolution` reads.
+:class:`~kuber_exec_core.TargetResolution` reads. :class:`TargetRefusal` names each way targeting
+refuses a request and holds its code and message.
 """
 
 from ._exec_url import exec_path as exec_path
@@ -24,6 +25,7 @@ from ._objects import parse_pod_list as parse_pod_list
 from ._objects import parse_replica_set as parse_replica_set
 from ._objects import resolve_pod_owners as resolve_pod_owners
 from ._resolution import ResolutionStep as ResolutionStep
+from ._rules import TargetRefusal as TargetRefusal
 from ._selection import check_deployment as check_deployment
 from ._selection import choose_pod as choose_pod
 from ._selection import rank_pods as rank_pods
@@ -42,6 +44,7 @@ __all__ = [
     "Requirement",
     "ResolutionStep",
     "SelectorOperator",
+    "TargetRefusal",
     "api_error",
     "check_deployment",
     "choose_pod",

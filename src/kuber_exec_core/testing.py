@@ -2,10 +2,13 @@
 
 Install the ``testing`` extra (it adds ``hypothesis``). Everything here generates *inputs* together
 with the answer the seed's rules give for them, worked out from how the input was built (never by
-calling the code under test), so a property test can compare:
+calling the code under test), so a property test can compare. The answer is structure: the code,
+the rule broken (:class:`~kuber_exec_core.validation.InvalidRule`), the refusal
+(:class:`~kuber_exec_core.kube.TargetRefusal`) or the target; where a message is given, it comes
+from the library's own table of those rules, never from a copy of its text here.
 
-- requests: :func:`valid_exec_requests`, :func:`invalid_exec_requests` (one broken rule each, with
-  the exact ``EXEC_INVALID`` message), :func:`exec_limits`;
+- requests: :func:`valid_exec_requests`, :func:`invalid_exec_requests` (one broken rule each),
+  :func:`exec_limits`;
 - the Kubernetes API's objects: :func:`deployment_objects`, :func:`replica_set_objects`,
   :func:`pod_objects` and whole :func:`deployment_scenarios` (a Deployment, its ReplicaSets and a
   mix of owned, foreign, bare, terminating, not running and not ready pods) that can also answer
@@ -37,6 +40,7 @@ from ._frames import Error, Exit, ServerFrame
 from ._kube_api import ApiGet, ApiResponse
 from ._limits import ExecLimits
 from ._request import ExecRequest, Workspace
+from ._rules import InvalidRule, TargetRefusal
 from ._selector import LabelSelector, Requirement, SelectorOperator
 from ._session import SESSION_ENDED, ExecSession
 from ._subprotocols import Subprotocol
@@ -201,29 +205,22 @@ def valid_exec_requests(draw: st.DrawFn, limits: ExecLimits | None = None) -> Ex
     )
 
 
-class InvalidRule(enum.Enum):
-    """The validation rule an :class:`InvalidExecRequest` breaks (the seed's order)."""
-
-    PROJECT = "project"
-    WORKSPACE_UID = "workspace-uid"
-    DEPLOYMENT = "deployment"
-    CONTAINER = "container"
-    COMMAND_MISSING = "command-missing"
-    ARGUMENT_COUNT = "argument-count"
-    ARGUMENT_NUL = "argument-nul"
-    #: Python only: a lone surrogate cannot be sent (the seed would send U+FFFD instead).
-    ARGUMENT_UNICODE = "argument-unicode"
-    ARGUMENT_BYTES = "argument-bytes"
-    COMMAND_BYTES = "command-bytes"
-
-
 @attrs.frozen(kw_only=True)
 class InvalidExecRequest:
-    """A request that breaks exactly one rule, and the ``EXEC_INVALID`` message it must get."""
+    """A request that breaks exactly one rule (:class:`~kuber_exec_core.validation.InvalidRule`,
+    also importable from here) under ``limits``: validation must raise ``rule.error(limits)``.
+
+    Assert the code and the rule (``InvalidRule.of(error, limits) is bad.rule``), not the text.
+    """
 
     request: ExecRequest
     rule: InvalidRule
-    message: str
+    limits: ExecLimits
+
+    @property
+    def message(self) -> str:
+        """The ``EXEC_INVALID`` message the request gets, from the library's table."""
+        return self.rule.message(self.limits)
 
 
 _BAD_LABELS = [
@@ -276,9 +273,9 @@ def invalid_exec_requests(
     rules: Sequence[InvalidRule] | None = None,
 ) -> InvalidExecRequest:
     """Requests that break exactly one rule (drawn from ``rules``, default all that ``limits``
-    make possible), with the seed's message for it.
+    make possible), with the rule they break.
 
-    Everything before the broken rule is valid, so the message is the one validation must raise.
+    Everything before the broken rule is valid, so that rule is the one validation must report.
     """
     limits = limits or ExecLimits()
     candidates = [rule for rule in (rules or list(InvalidRule)) if rule in _feasible_rules(limits)]
@@ -287,54 +284,41 @@ def invalid_exec_requests(
     command: list[object] = list(request.command)
     changes: dict[str, Any] = {}
     match rule:
+        case InvalidRule.WORKSPACE:
+            not_a_workspace = [None, "team-a", ("team-a", "uid"), {"project": "a", "uid": "u"}]
+            changes["workspace"] = draw(st.sampled_from(not_a_workspace))
         case InvalidRule.PROJECT:
             project = draw(_bad_names(_BAD_LABELS, 63, dotted=False))
             changes["workspace"] = attrs.evolve(request.workspace, project=project)
-            message = (
-                "Workspace project must be a valid lowercase DNS name of at most 63 characters"
-            )
         case InvalidRule.WORKSPACE_UID:
             blank = st.text(alphabet=_JS_BLANKS, max_size=5)
             too_long = st.sampled_from(["u" * 257, "😀" * 129, "é" * 257])
             uid = draw(blank | too_long)
             changes["workspace"] = attrs.evolve(request.workspace, uid=uid)
-            message = "Workspace UID must be between 1 and 256 characters"
         case InvalidRule.DEPLOYMENT:
             changes["deployment"] = draw(_bad_names(_BAD_SUBDOMAINS, 253, dotted=True))
-            message = "Deployment name must be a valid lowercase DNS name of at most 253 characters"
         case InvalidRule.CONTAINER:
             changes["container"] = draw(_bad_names(_BAD_LABELS, 63, dotted=False))
-            message = "Container name must be a valid lowercase DNS name of at most 63 characters"
         case InvalidRule.COMMAND_MISSING:
-            command_value: object = draw(st.sampled_from([(), [], "ls", None]))
-            return InvalidExecRequest(
-                request=attrs.evolve(request, command=command_value),
-                rule=rule,
-                message="Command is required",
-            )
+            changes["command"] = draw(st.sampled_from([(), [], "ls", None]))
         case InvalidRule.ARGUMENT_COUNT:
             extra = draw(st.integers(min_value=1, max_value=3))
             command = ["a"] * (limits.max_command_arguments + extra)
-            message = f"Command cannot contain more than {limits.max_command_arguments} arguments"
         case InvalidRule.ARGUMENT_NUL:
             command = _with_replaced(draw, command, draw(_argument_nul()), limits)
-            message = "Command arguments must be strings without null bytes"
         case InvalidRule.ARGUMENT_UNICODE:
             lone = draw(st.sampled_from(["\ud800", "a\udfff", "\udc80b"]))
             command = _with_replaced(draw, command, lone, limits)
-            message = "Command arguments must be valid Unicode text"
         case InvalidRule.ARGUMENT_BYTES:
             over = draw(st.integers(min_value=1, max_value=3))
             char = draw(st.sampled_from("xé€"))
             size = _utf8_size(char)
             argument = char * (limits.max_argument_bytes // size + over)
             command = _with_replaced(draw, command, argument, limits)
-            message = f"Command argument exceeds {limits.max_argument_bytes} bytes"
         case InvalidRule.COMMAND_BYTES:
             command = list(_over_budget(draw, limits))
-            message = f"Command exceeds {limits.max_command_bytes} bytes"
     changes.setdefault("command", tuple(command))
-    return InvalidExecRequest(request=attrs.evolve(request, **changes), rule=rule, message=message)
+    return InvalidExecRequest(request=attrs.evolve(request, **changes), rule=rule, limits=limits)
 
 
 def _with_replaced(
@@ -636,6 +620,19 @@ class DeploymentIssue(enum.Enum):
     EMPTY_SELECTOR = "empty-selector"
     NO_CONTAINERS = "no-containers"
 
+    @property
+    def refusal(self) -> TargetRefusal:
+        """The check this issue fails, before any pod is looked at."""
+        match self:
+            case DeploymentIssue.MISSING | DeploymentIssue.NAME_MISMATCH:
+                return TargetRefusal.DEPLOYMENT_NOT_FOUND
+            case DeploymentIssue.NOT_MANAGED | DeploymentIssue.OTHER_WORKSPACE:
+                return TargetRefusal.NOT_OWNED
+            case DeploymentIssue.NO_UID | DeploymentIssue.EMPTY_SELECTOR:
+                return TargetRefusal.NO_POD_SELECTOR
+            case DeploymentIssue.NO_CONTAINERS:
+                return TargetRefusal.NO_CONTAINER
+
 
 @attrs.frozen(kw_only=True)
 class DeploymentScenario:
@@ -643,7 +640,10 @@ class DeploymentScenario:
 
     ``pods`` all carry the Deployment's selector labels (they are what the pod LIST returns);
     ``roles[i]`` and ``ready[i]`` say what ``pods[i]`` is. ``expected_pod`` is the pod the seed
-    chooses, or ``None`` with ``expected_error`` the ``(code, message)`` it raises.
+    chooses (:attr:`expected_target`), or ``None`` with ``expected_refusal`` the
+    :class:`~kuber_exec_core.kube.TargetRefusal` it raises.
+
+    Assert the code and the refusal (``TargetRefusal.of(error, scenario.request)``), not the text.
     """
 
     request: ExecRequest
@@ -655,7 +655,7 @@ class DeploymentScenario:
     ready: tuple[bool, ...]
     issue: DeploymentIssue | None
     expected_pod: str | None
-    expected_error: tuple[ExecErrorCode, str] | None
+    expected_refusal: TargetRefusal | None
     #: How many pods the fake API server returns per LIST page (``continue`` paging).
     page_size: int
 
@@ -663,6 +663,13 @@ class DeploymentScenario:
     def namespace(self) -> str:
         """The workspace's namespace."""
         return self.request.workspace.project
+
+    @property
+    def expected_error(self) -> tuple[ExecErrorCode, str] | None:
+        """The ``(code, message)`` of :attr:`expected_refusal`, from the library's table."""
+        if self.expected_refusal is None:
+            return None
+        return self.expected_refusal.code, self.expected_refusal.message(self.request)
 
     @property
     def expected_target(self) -> ResolvedTarget | None:
@@ -841,9 +848,7 @@ def deployment_scenarios(
         pod_roles.append(role)
         ready_flags.append(ready is True)
 
-    expected_pod, expected_error = _expected(
-        request, container, issue, pod_names, pod_roles, ready_flags
-    )
+    expected_pod, expected_refusal = _expected(request, issue, pod_names, pod_roles, ready_flags)
     return DeploymentScenario(
         request=request,
         container=container,
@@ -854,35 +859,20 @@ def deployment_scenarios(
         ready=tuple(ready_flags),
         issue=issue,
         expected_pod=expected_pod,
-        expected_error=expected_error,
+        expected_refusal=expected_refusal,
         page_size=draw(st.integers(min_value=1, max_value=max(1, max_pods))),
     )
 
 
 def _expected(
     request: ExecRequest,
-    container: str,
     issue: DeploymentIssue | None,
     names: Sequence[str],
     roles: Sequence[PodRole],
     ready: Sequence[bool],
-) -> tuple[str | None, tuple[ExecErrorCode, str] | None]:
-    name = request.deployment
-    match issue:
-        case DeploymentIssue.MISSING | DeploymentIssue.NAME_MISMATCH:
-            return None, (ExecErrorCode.TARGET_NOT_FOUND, f"Deployment {name} was not found")
-        case DeploymentIssue.NOT_MANAGED | DeploymentIssue.OTHER_WORKSPACE:
-            return None, (
-                ExecErrorCode.TARGET_FORBIDDEN,
-                f"Deployment {name} is not owned by this workspace",
-            )
-        case DeploymentIssue.NO_UID | DeploymentIssue.EMPTY_SELECTOR:
-            return None, (
-                ExecErrorCode.TARGET_NOT_READY,
-                f"Deployment {name} has no usable pod selector",
-            )
-        case DeploymentIssue.NO_CONTAINERS:
-            return None, (ExecErrorCode.TARGET_NOT_READY, f"Deployment {name} has no container")
+) -> tuple[str | None, TargetRefusal | None]:
+    if issue is not None:
+        return None, issue.refusal
     candidates = [
         (not r, n)
         for n, role, r in zip(names, roles, ready, strict=True)
@@ -891,14 +881,8 @@ def _expected(
     if candidates:
         return min(candidates)[1], None
     if request.container is not None and any(role.counts_as_owned_running for role in roles):
-        return None, (
-            ExecErrorCode.TARGET_NOT_FOUND,
-            f"Container {container} was not found or running in a deployment pod",
-        )
-    return None, (
-        ExecErrorCode.TARGET_NOT_READY,
-        f"Deployment {name} has no running owned pod/container",
-    )
+        return None, TargetRefusal.CONTAINER_NOT_FOUND
+    return None, TargetRefusal.NO_RUNNING_POD
 
 
 # -- server messages -------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Each raises ``ExecError(EXEC_INVALID, …)`` with the seed's message (or, where the seed had no
 such check, a message naming the argument and what it must be). ``TargetResolution`` runs
 :func:`validate_request` itself; the async layer calls the others on the arguments of
-``execute`` and ``open_interactive``.
+``execute`` and ``open_interactive``. :class:`InvalidRule` names each rule of
+:func:`validate_request` and holds its message (the one table the checks and the testing kit read).
 """
 
 from ._request import validate_flag as validate_flag
@@ -11,9 +12,11 @@ from ._request import validate_output_cap as validate_output_cap
 from ._request import validate_queue_capacity as validate_queue_capacity
 from ._request import validate_request as validate_request
 from ._request import validate_request_type as validate_request_type
+from ._rules import InvalidRule as InvalidRule
 from ._subprotocols import validate_subprotocols as validate_subprotocols
 
 __all__ = [
+    "InvalidRule",
     "validate_flag",
     "validate_output_cap",
     "validate_queue_capacity",

@@ -2,7 +2,8 @@
 ``kubernetes`` client can exec into. Its pods run commands as local processes.
 
 Start it with ``async with serve_sandbox() as sandbox`` (trio), ``with run_sandbox_in_thread()``
-(any other code), or ``kuber-exec sandbox`` at a shell. See ``docs/sandbox.md``.
+(any other code), or at a shell: ``kuber-exec sandbox`` or ``python -m kuber_exec_sandbox`` (both
+are :func:`main`). See ``docs/sandbox.md``.
 """
 
 from ._cluster import Cluster as Cluster
@@ -15,6 +16,7 @@ from ._cluster import PodSpec as PodSpec
 from ._cluster import ReplicaSetObject as ReplicaSetObject
 from ._cluster import demo_cluster as demo_cluster
 from ._cluster import stable_uid as stable_uid
+from ._command import main as main
 from ._server import NonLoopbackError as NonLoopbackError
 from ._server import Sandbox as Sandbox
 from ._server import serve_sandbox as serve_sandbox
@@ -25,6 +27,7 @@ __all__ = [
     # running it
     "NonLoopbackError",
     "Sandbox",
+    "main",
     "run_sandbox_in_thread",
     "serve_sandbox",
     "write_kubeconfig",

@@ -1,6 +1,7 @@
 """``kuber-exec sandbox``: serve the demo cluster until interrupted.
 
-The CLI module dispatches ``kuber-exec sandbox ...`` to :func:`main`.
+:func:`main` is the package's public entry point (``kuber_exec_sandbox.main``): the CLI dispatches
+``kuber-exec sandbox ...`` to it, and ``python -m kuber_exec_sandbox`` runs it.
 """
 
 from __future__ import annotations
@@ -81,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the subcommand; returns the process exit code (0 after Ctrl-C, 2 on bad usage)."""
+    """The sandbox's command line (``kuber-exec sandbox``): serve :func:`demo_cluster` on
+    loopback until interrupted. ``argv`` defaults to ``sys.argv[1:]``; returns the process exit
+    code (0 after Ctrl-C, 1 when the address cannot be bound, 2 on bad usage or a public host)."""
     args = build_parser().parse_args(argv)
     try:
         trio.run(

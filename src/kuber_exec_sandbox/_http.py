@@ -39,7 +39,6 @@ _MAX_BODY_BYTES = 1024 * 1024
 _LINGER_SECONDS = 2.0
 # Small reads so h11 notices an oversized head (it checks its buffer between reads).
 _RECEIVE_BYTES = 16 * 1024
-_EXEC_PATH = "/api/v1/namespaces/{}/pods/{}/exec"
 _BEARER_SUBPROTOCOL = "base64url.bearer.authorization.k8s.io."
 
 #: Runs an accepted exec on its WebSocket until the session ends.

@@ -155,11 +155,6 @@ class ChildProcess:
         self._stdin_open = stdin is not None
         registry.add(process.pid)
 
-    @property
-    def wants_stdin(self) -> bool:
-        """Whether stdin was requested and is still open."""
-        return self._stdin_open
-
     async def write_stdin(self, data: bytes) -> None:
         """Write to the process's stdin; blocks while its pipe is full (the server's backpressure).
 

@@ -123,13 +123,20 @@ def create_app(
             (default: :func:`default_assets_dir`).
 
     Raises:
+        ExecError: ``EXEC_INVALID`` when ``ping_interval`` is not a number in (0, 30] or
+            ``flow_window`` not a positive integer (as every constructor refuses a bad value).
         AssetsMissingError: xterm.js is not installed there.
-        ValueError: ``ping_interval`` not in (0, 30], or ``flow_window`` not positive.
     """
-    if not 0 < ping_interval <= 30:
-        raise ValueError("ping_interval must be more than 0 and at most 30 seconds")
-    if flow_window <= 0:
-        raise ValueError("flow_window must be positive")
+    if (
+        isinstance(ping_interval, bool)
+        or not isinstance(ping_interval, int | float)
+        or not 0 < ping_interval <= 30
+    ):
+        raise ExecError(
+            ExecErrorCode.INVALID, "ping_interval must be more than 0 and at most 30 seconds"
+        )
+    if isinstance(flow_window, bool) or not isinstance(flow_window, int) or flow_window <= 0:
+        raise ExecError(ExecErrorCode.INVALID, "flow_window must be a positive integer")
     modules = Path(assets_dir) if assets_dir is not None else default_assets_dir()
     xterm, fit = modules.joinpath(*_XTERM), modules.joinpath(*_FIT)
     if not (xterm / "lib" / "xterm.js").is_file() or not (fit / "lib" / "addon-fit.js").is_file():

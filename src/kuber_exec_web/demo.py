@@ -35,7 +35,6 @@ from kuber_exec_asyncio import (
     SessionLimits,
     Workspace,
 )
-from kuber_exec_sandbox import demo_cluster, run_sandbox_in_thread
 
 from ._app import AssetsMissingError, create_app
 from ._authorize import token_authorizer
@@ -147,6 +146,16 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     except (ValueError, ExecError) as error:
         message = error.message if isinstance(error, ExecError) else str(error)
         sys.stderr.write(f"kuber-exec web: EXEC_INVALID: {message}\n")
+        return EXIT_USAGE
+    try:
+        # The sandbox (trio, in a thread) is the demo's cluster, not part of the web app: the web
+        # extra does not install it.
+        from kuber_exec_sandbox import demo_cluster, run_sandbox_in_thread
+    except ImportError as error:
+        sys.stderr.write(
+            f"kuber-exec web: EXEC_FAILED: --sandbox needs the sandbox ({error}): "
+            "pip install 'kuber-exec[web,sandbox]'\n"
+        )
         return EXIT_USAGE
     _configure_logging()
     family = socket.AF_INET6 if address.version == 6 else socket.AF_INET

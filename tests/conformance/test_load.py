@@ -38,8 +38,8 @@ def busy_sandbox_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     process = subprocess.Popen(
         [
             sys.executable,
-            "-c",
-            "import sys; from kuber_exec_sandbox._command import main; sys.exit(main())",
+            "-m",
+            "kuber_exec_sandbox",
             "--kubeconfig-out",
             str(Path(directory) / "kubeconfig"),
         ],

@@ -35,6 +35,7 @@ from kuber_exec_core.kube import (
     ApiGet,
     DeploymentLookup,
     PodListing,
+    TargetRefusal,
     check_deployment,
     choose_pod,
     rank_pods,
@@ -280,10 +281,11 @@ def resolve(scenario: kt.DeploymentScenario) -> tuple[ResolvedTarget, list[ApiGe
 
 @given(kt.deployment_scenarios())
 def test_resolution_matches_the_seed(scenario: kt.DeploymentScenario) -> None:
-    if scenario.expected_error is not None:
+    if scenario.expected_refusal is not None:
         with pytest.raises(ExecError) as caught:
             resolve(scenario)
-        assert (caught.value.code, caught.value.message) == scenario.expected_error
+        assert caught.value.code == scenario.expected_refusal.code
+        assert TargetRefusal.of(caught.value, scenario.request) is scenario.expected_refusal
         return
     target, gets = resolve(scenario)
     assert target == scenario.expected_target

@@ -26,6 +26,7 @@ from kuber_exec_core.limits import (
     DEFAULT_OUTPUT_CAP_BYTES,
 )
 from kuber_exec_core.validation import (
+    InvalidRule,
     validate_output_cap,
     validate_queue_capacity,
     validate_request,
@@ -296,8 +297,11 @@ def _js_blank(char: str) -> bool:
 
 
 def oracle(req: ExecRequest, limits: ExecLimits) -> str | None:
-    """The seed's validateInput, rule by rule, plus the Python-only lone-surrogate rule."""
+    """The seed's validateInput, rule by rule, plus the Python-only workspace-type and
+    lone-surrogate rules."""
     ws = req.workspace
+    if not isinstance(ws, Workspace):
+        return "Workspace is required"
     if not _name_ok(ws.project, 63, dotted=False):
         return PROJECT
     uid = ws.uid
@@ -400,10 +404,12 @@ def test_invalid_requests_fail_with_their_rule(
     case: tuple[ExecLimits, kt.InvalidExecRequest],
 ) -> None:
     limits, bad = case
+    assert bad.limits == limits
     assert oracle(bad.request, limits) == bad.message
     with pytest.raises(ExecError) as caught:
         validate_request(bad.request, limits)
     assert (caught.value.code, caught.value.message) == invalid(bad.message)
+    assert InvalidRule.of(caught.value, limits) is bad.rule
 
 
 @pytest.mark.parametrize("rule", list(kt.InvalidRule))
@@ -414,4 +420,4 @@ def test_every_invalid_rule_is_generated(rule: kt.InvalidRule, data: st.DataObje
     assert bad.rule is rule
     with pytest.raises(ExecError) as caught:
         validate_request(bad.request, LIMITS)
-    assert caught.value.message == bad.message
+    assert InvalidRule.of(caught.value, LIMITS) is rule

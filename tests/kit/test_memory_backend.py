@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import kuber_exec_asyncio.testing
 import kuber_exec_trio.testing
 from kuber_exec_core import Error, ExecError, ExecResult, Exit, Stdin, Subprotocol
-from kuber_exec_core.kube import ApiGet, ApiResponse
+from kuber_exec_core.kube import ApiGet, ApiResponse, TargetRefusal
 from kuber_exec_core.testing import (
     DeploymentScenario,
     ServerScript,
@@ -58,9 +58,11 @@ def test_execute_outcome_is_the_scenarios_and_the_scripts(
         clean_close=script.clean_close,
     )
     outcome = run(lambda: execute(adapter, backend, scenario))
-    if scenario.expected_error is not None:
+    if scenario.expected_refusal is not None:
+        # The code and which refusal it was, not the wording.
         assert isinstance(outcome, ExecError)
-        assert (outcome.code, outcome.message) == scenario.expected_error
+        assert outcome.code == scenario.expected_refusal.code
+        assert TargetRefusal.of(outcome, scenario.request) is scenario.expected_refusal
         assert backend.calls == []
         return
     assert [call.target for call in backend.calls] == [scenario.expected_target]

@@ -38,8 +38,8 @@ def test_pod_processes_die_with_a_sigkilled_sandbox(tmp_path: Path, tty: bool) -
     sandbox = subprocess.Popen(
         [
             sys.executable,
-            "-c",
-            "import sys; from kuber_exec_sandbox._command import main; sys.exit(main())",
+            "-m",
+            "kuber_exec_sandbox",
             "--kubeconfig-out",
             str(tmp_path / "kubeconfig"),
         ],

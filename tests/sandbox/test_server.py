@@ -255,8 +255,8 @@ def test_sandbox_command_prints_a_kubectl_line_and_stops_on_ctrl_c(tmp_path: Pat
     process = subprocess.Popen(
         [
             sys.executable,
-            "-c",
-            "import sys; from kuber_exec_sandbox._command import main; sys.exit(main())",
+            "-m",
+            "kuber_exec_sandbox",
             "--kubeconfig-out",
             str(kubeconfig),
         ],
@@ -286,6 +286,6 @@ def test_sandbox_command_prints_a_kubectl_line_and_stops_on_ctrl_c(tmp_path: Pat
 
 
 def test_sandbox_command_refuses_a_public_host() -> None:
-    from kuber_exec_sandbox._command import main
+    from kuber_exec_sandbox import main
 
     assert main(["--host", "0.0.0.0"]) == 2

@@ -19,7 +19,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.typing import Origin, Subprotocol
 
 import kuber_exec_asyncio as adapter
-from kuber_exec_asyncio import AuditEvent, SessionLimits
+from kuber_exec_asyncio import AuditEvent, ExecError, ExecErrorCode, SessionLimits
+from kuber_exec_asyncio.testing import MemoryBackend
+from kuber_exec_core.kube import ApiResponse
 from kuber_exec_sandbox import Sandbox
 from kuber_exec_web import PROTOCOL, TerminalRefused, TerminalRequest, create_app, token_authorizer
 
@@ -62,6 +64,30 @@ async def served(sandbox: Sandbox, events: list[AuditEvent]) -> AsyncIterator[Ca
         finally:
             for context in reversed(stack):
                 await context.__aexit__(None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("ping_interval", 0, "ping_interval must be more than 0 and at most 30 seconds"),
+        ("ping_interval", 30.5, "ping_interval must be more than 0 and at most 30 seconds"),
+        ("ping_interval", float("nan"), "ping_interval must be more than 0 and at most 30 seconds"),
+        ("ping_interval", "25", "ping_interval must be more than 0 and at most 30 seconds"),
+        ("ping_interval", True, "ping_interval must be more than 0 and at most 30 seconds"),
+        ("flow_window", 0, "flow_window must be a positive integer"),
+        ("flow_window", -1, "flow_window must be a positive integer"),
+        ("flow_window", 1.5, "flow_window must be a positive integer"),
+        ("flow_window", True, "flow_window must be a positive integer"),
+    ],
+)
+def test_bad_options_are_exec_invalid_like_every_constructors(
+    option: str, value: object, message: str
+) -> None:
+    service = adapter.ExecService(MemoryBackend(lambda get: ApiResponse(status=404, body=b"")))
+    options: dict[str, Any] = {option: value}
+    with pytest.raises(ExecError) as caught:
+        create_app(service, token_authorizer(TOKEN, DEMO), **options)
+    assert (caught.value.code, caught.value.message) == (ExecErrorCode.INVALID, message)
 
 
 def _terminal(
