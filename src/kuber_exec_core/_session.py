@@ -38,6 +38,8 @@ from ._state import (
     Guard,
     SessionInput,
     SessionState,
+    StreamEnd,
+    stream_end_failure,
 )
 from ._status import StatusStream
 from ._subprotocols import Subprotocol
@@ -243,17 +245,17 @@ class ExecSession:
         status = self._status.finish(self._transport_reason)
         if status is not None:
             return status
-        detail = f" ({self._transport_reason})" if self._transport_reason else ""
         if self.subprotocol.has_structured_status:
             return Error(
                 ExecErrorCode.FAILED,
-                "exit status unknown: the connection closed before the exec status arrived"
-                + detail,
+                stream_end_failure(StreamEnd.NO_STATUS, self._transport_reason),
             )
         if self._transport_clean:
             # Pre-v4 servers send nothing on success; a clean close is their success signal.
             return Exit(0)
-        return Error(ExecErrorCode.FAILED, "exit status unknown: the connection was lost" + detail)
+        return Error(
+            ExecErrorCode.FAILED, stream_end_failure(StreamEnd.LOST, self._transport_reason)
+        )
 
     # -- client side ---------------------------------------------------------------------------
 

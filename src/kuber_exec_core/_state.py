@@ -22,7 +22,8 @@ A client action that the state allows must then pass its :data:`GUARDS`, in orde
 the session's facts (was stdin requested, is there a TTY, did the server negotiate v5) and on the
 frame (its size, its dimensions). A failed guard raises its :data:`GUARD_REFUSALS` entry and keeps
 the state. ``ExecSession`` only evaluates the predicates; which guards apply, in which order, and
-what each failure says, is all here.
+what each failure says, is all here; so is the wording of a session that ends without a whole
+status (:data:`STREAM_END_FAILURES`).
 """
 
 from __future__ import annotations
@@ -127,6 +128,49 @@ REFUSALS: Mapping[tuple[SessionState, SessionInput], tuple[ExecErrorCode, str]] 
 #: session ended (the ``Error`` given to ``ExecSession.end``), e.g. "Exec request was aborted: the
 #: session was idle for 300 s (no input and no output) and was closed".
 LOCAL_END_REFUSAL = "{refusal}: {reason}"
+
+
+class StreamEnd(enum.Enum):
+    """How a session ends when its transport ends without a whole status: the failure's wording is
+    :data:`STREAM_END_FAILURES`'s."""
+
+    #: v4/v5: the connection ended before the Status arrived.
+    NO_STATUS = "no-status"
+    #: v4/v5: the connection ended in the middle of the Status.
+    STATUS_CUT = "status-cut"
+    #: Before v4: a broken connection (a clean close is those servers' success).
+    LOST = "lost"
+    #: A failure status (a v4/v5 Status or a pre-v4 text) that says nothing.
+    UNEXPLAINED = "unexplained"
+
+
+#: The ``EXEC_FAILED`` message of each :class:`StreamEnd`. ``{detail}`` is empty or, when the
+#: transport knows why it ended, `` (why)`` (e.g. a keepalive timeout, or a message over the
+#: size limit); ``{size}`` and ``{preview}`` are the cut Status's length and its start.
+STREAM_END_FAILURES: Mapping[StreamEnd, str] = MappingProxyType(
+    {
+        StreamEnd.NO_STATUS: (
+            "exit status unknown: the connection closed before the exec status arrived{detail}"
+        ),
+        StreamEnd.STATUS_CUT: (
+            "exit status unknown: the connection closed in the middle of the exec status "
+            "({size} bytes: {preview}{detail})"
+        ),
+        StreamEnd.LOST: "exit status unknown: the connection was lost{detail}",
+        StreamEnd.UNEXPLAINED: "Kubernetes exec failed",
+    }
+)
+
+
+def stream_end_failure(
+    end: StreamEnd, why: str | None = None, *, size: int = 0, preview: str = ""
+) -> str:
+    """The message :data:`STREAM_END_FAILURES` gives ``end``, naming ``why`` when known."""
+    if end is StreamEnd.STATUS_CUT:
+        detail = f"; {why}" if why else ""
+    else:
+        detail = f" ({why})" if why else ""
+    return STREAM_END_FAILURES[end].format(detail=detail, size=size, preview=preview)
 
 
 class Guard(enum.Enum):

@@ -15,6 +15,7 @@ from typing import Any
 
 from ._errors import ExecErrorCode
 from ._frames import Error, Exit
+from ._state import STREAM_END_FAILURES, StreamEnd, stream_end_failure
 from ._subprotocols import Subprotocol
 
 __all__ = [
@@ -59,7 +60,7 @@ def parse_status(subprotocol: Subprotocol, payload: bytes) -> Exit | Error:
     """
     if not subprotocol.has_structured_status:
         text = payload.decode("utf-8", errors="replace").strip()
-        return Error(ExecErrorCode.FAILED, text or "Kubernetes exec failed")
+        return Error(ExecErrorCode.FAILED, text or STREAM_END_FAILURES[StreamEnd.UNEXPLAINED])
     try:
         status: Any = json.loads(payload)
     except (ValueError, RecursionError):
@@ -78,7 +79,9 @@ def parse_status(subprotocol: Subprotocol, payload: bytes) -> Exit | Error:
         code = _exit_code_from_causes(status.get("details"))
         if code is not None:
             return Exit(code, reason, message)
-    return Error(ExecErrorCode.FAILED, message or reason or "Kubernetes exec failed")
+    return Error(
+        ExecErrorCode.FAILED, message or reason or STREAM_END_FAILURES[StreamEnd.UNEXPLAINED]
+    )
 
 
 #: A Status is a few hundred bytes; more than this on channel 3 is not one (bounded buffering).
@@ -136,12 +139,12 @@ class StatusStream:
             return None
         if not self.subprotocol.has_structured_status:
             return parse_status(self.subprotocol, bytes(self._buffer))
-        detail = f"; {reason}" if reason else ""
         preview = bytes(self._buffer[:200]).decode("utf-8", errors="replace")
         return Error(
             ExecErrorCode.FAILED,
-            "exit status unknown: the connection closed in the middle of the exec status "
-            f"({len(self._buffer)} bytes: {preview!r}{detail})",
+            stream_end_failure(
+                StreamEnd.STATUS_CUT, reason, size=len(self._buffer), preview=repr(preview)
+            ),
         )
 
     def _scan(self, start: int) -> bool:

@@ -43,6 +43,7 @@ from ._request import ExecRequest, Workspace
 from ._rules import InvalidRule, TargetRefusal
 from ._selector import LabelSelector, Requirement, SelectorOperator
 from ._session import SESSION_ENDED, ExecSession
+from ._state import STREAM_END_FAILURES, StreamEnd, stream_end_failure
 from ._subprotocols import Subprotocol
 from ._target import ResolvedTarget
 
@@ -1004,7 +1005,7 @@ def _status(draw: st.DrawFn, kind: StatusKind, structured: bool) -> tuple[bytes,
     assert not structured
     text = draw(_status_text)
     return text.encode("utf-8"), Error(
-        ExecErrorCode.FAILED, text.strip() or "Kubernetes exec failed"
+        ExecErrorCode.FAILED, text.strip() or STREAM_END_FAILURES[StreamEnd.UNEXPLAINED]
     )
 
 
@@ -1050,9 +1051,7 @@ def server_scripts(
         clean = draw(st.booleans()) if structured else False
         terminal = Error(
             ExecErrorCode.FAILED,
-            "exit status unknown: the connection closed before the exec status arrived"
-            if structured
-            else "exit status unknown: the connection was lost",
+            stream_end_failure(StreamEnd.NO_STATUS if structured else StreamEnd.LOST),
         )
     elif kind is StatusKind.SUCCESS and not structured:
         terminal = Exit(0)
