@@ -59,14 +59,15 @@ DEFAULT_BACKOFF_CAP = 30.0
 #: picks 5 to 10 minutes); the client's read timeout is this plus the request timeout.
 DEFAULT_WATCH_TIMEOUT_SECONDS = 300
 _DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
-# What exec_upgrade_error says for a refused upgrade answered 404 (kuber_exec_core.kube).
-_GONE_REFUSAL = "Kubernetes API GET pods/exec failed with HTTP 404"
 
 
 def is_gone_refusal(error: ExecError) -> bool:
-    """Whether ``error`` is the exec upgrade refused with ``404`` (the pod is gone; the command
-    never started)."""
-    return error.code is ExecErrorCode.FAILED and error.message.startswith(_GONE_REFUSAL)
+    """Whether ``error``, raised on entry to the exec connection, is the upgrade refused with HTTP
+    ``404`` (the pod is gone; the command never started).
+
+    Decided on ``code`` and ``http_status`` only: the message's wording cannot change it.
+    """
+    return error.code is ExecErrorCode.FAILED and error.http_status == 404
 
 
 class TargetCache:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote, urlencode
 
 import attrs
@@ -33,9 +33,12 @@ __all__ = [
     "ApiGet",
     "ApiPlan",
     "ApiResponse",
+    "ApiStatus",
     "DeploymentLookup",
     "PodListing",
     "api_error",
+    "exec_upgrade_error",
+    "http_failure",
 ]
 
 T_co = TypeVar("T_co", covariant=True)
@@ -80,20 +83,59 @@ class ApiPlan(Protocol[T_co]):
     def result(self) -> T_co: ...
 
 
-def api_error(request: ApiGet, response: ApiResponse) -> ExecError:
-    """``EXEC_FAILED`` for a non-2xx answer, quoting the API's ``Status`` message if it sent one."""
-    message = ""
-    try:
-        status = json.loads(response.body)
-        if isinstance(status, dict) and isinstance(status.get("message"), str):
-            message = status["message"]
-    except (ValueError, RecursionError):
-        pass
-    detail = f": {message}" if message else ""
+@attrs.frozen(kw_only=True)
+class ApiStatus:
+    """What kuber-exec reads of a Kubernetes ``Status`` object: each field ``None`` when absent
+    or not of its JSON type."""
+
+    message: str | None = None
+    reason: str | None = None
+    code: int | None = None
+
+    @classmethod
+    def from_value(cls, value: object) -> ApiStatus:
+        """The fields of a decoded JSON value (all ``None`` when it is not an object)."""
+        if not isinstance(value, dict):
+            return cls()
+        message, reason, code = value.get("message"), value.get("reason"), value.get("code")
+        return cls(
+            message=message if isinstance(message, str) else None,
+            reason=reason if isinstance(reason, str) else None,
+            code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+        )
+
+    @classmethod
+    def from_body(cls, body: bytes) -> ApiStatus:
+        """The fields of a response body (all ``None`` when it is not a JSON object)."""
+        try:
+            value: Any = json.loads(body)
+        except (ValueError, RecursionError):
+            return cls()
+        return cls.from_value(value)
+
+
+def http_failure(action: str, response: ApiResponse) -> ExecError:
+    """``EXEC_FAILED`` for a non-2xx ``response`` to ``action`` (``Kubernetes API GET /api/...``).
+
+    The message is "``action`` failed with HTTP ``status``", then the ``Status`` message when the
+    body is a Status that has one. The error carries ``http_status`` and the Status's ``reason``
+    and ``code``: callers decide on those, never on the wording.
+    """
+    status = ApiStatus.from_body(response.body)
+    detail = f": {status.message}" if status.message else ""
     return ExecError(
         ExecErrorCode.FAILED,
-        f"Kubernetes API GET {request.path} failed with HTTP {response.status}{detail}",
+        f"{action} failed with HTTP {response.status}{detail}",
+        http_status=response.status,
+        status_reason=status.reason,
+        status_code=status.code,
     )
+
+
+def api_error(request: ApiGet, response: ApiResponse) -> ExecError:
+    """``EXEC_FAILED`` for a non-2xx answer to ``request``, quoting the API's ``Status`` message if
+    it sent one; ``http_status`` (and the Status's ``reason`` and ``code``) say what it was."""
+    return http_failure(f"Kubernetes API GET {request.path}", response)
 
 
 def _segment(value: str) -> str:
@@ -250,7 +292,8 @@ def exec_upgrade_error(status: int, body: bytes, offered: tuple[str, ...]) -> Ex
 
     A ``403`` with an empty body is the subprotocol mismatch (an RBAC 403 has a Status body); when
     only v5 was offered that means the server cannot close stdin, which ``execute(stdin=...)``
-    needs. Anything else quotes the Status message, as for the REST reads.
+    needs. Anything else quotes the Status message, as for the REST reads. Every one of them
+    carries ``http_status`` (and, with a Status body, its ``reason`` and ``code``).
     """
     if status == 403 and not body.strip():
         if offered == ("v5.channel.k8s.io",):
@@ -259,9 +302,11 @@ def exec_upgrade_error(status: int, body: bytes, offered: tuple[str, ...]) -> Ex
                 "Sending stdin to execute needs the v5.channel.k8s.io subprotocol (Kubernetes "
                 "1.30+), which this server does not offer: older protocols cannot signal end of "
                 "input",
+                http_status=status,
             )
         return ExecError(
             ExecErrorCode.FAILED,
             f"The server supports none of the offered exec subprotocols: {', '.join(offered)}",
+            http_status=status,
         )
-    return api_error(ApiGet(path="pods/exec"), ApiResponse(status=status, body=body))
+    return http_failure("The exec upgrade", ApiResponse(status=status, body=body))

@@ -55,7 +55,7 @@ import attrs
 
 from ._errors import ExecError, ExecErrorCode
 from ._jsonlines import DEFAULT_MAX_WATCH_LINE_BYTES, JsonLinesDecoder
-from ._kube_api import ApiGet, ApiResponse, api_error
+from ._kube_api import ApiGet, ApiResponse, ApiStatus, api_error, http_failure
 from ._objects import (
     Deployment,
     OwnerReference,
@@ -474,12 +474,12 @@ class Reflector(Generic[T]):
         Raises:
             ExecError: ``EXEC_FAILED`` for any other status; the next request is the same watch.
         """
-        request = self._expect_watch("a watch failure")
+        self._expect_watch("a watch failure")
         if response.status == 410:
             self.relist()
             return
         self._start_watch()
-        raise api_error(ApiGet(path=request.path, query=request.query), response)
+        raise http_failure(f"Kubernetes API WATCH {self._path}", response)
 
     def _apply_line(self, line: bytes) -> bool:
         try:
@@ -517,18 +517,19 @@ class Reflector(Generic[T]):
                 raise self._lost(f"has the unknown type {kind[:40]!r}")
         return True
 
-    def _watch_error(self, status: Mapping[str, Any]) -> bool:
-        code, reason = status.get("code"), status.get("reason")
-        if (code == 410 and not isinstance(code, bool)) or reason in ("Expired", "Gone"):
+    def _watch_error(self, value: Mapping[str, Any]) -> bool:
+        status = ApiStatus.from_value(value)
+        if status.code == 410 or status.reason in ("Expired", "Gone"):
             self.relist()
             return False
-        message = status.get("message")
-        detail = f": {message}" if isinstance(message, str) and message else ""
-        shown = code if isinstance(code, int) and not isinstance(code, bool) else "?"
+        detail = f": {status.message}" if status.message else ""
         self._start_watch()
         raise ExecError(
             ExecErrorCode.FAILED,
-            f"Kubernetes API WATCH {self._path} failed with status {shown}{detail}",
+            f"Kubernetes API WATCH {self._path} failed with status "
+            f"{'?' if status.code is None else status.code}{detail}",
+            status_reason=status.reason,
+            status_code=status.code,
         )
 
     # -- applying ----------------------------------------------------------------------------------

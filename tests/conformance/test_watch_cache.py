@@ -110,12 +110,17 @@ class CountingGets:
 
 
 class Transports:
-    """Wraps the adapter's WebSocket transport: counts opens, and can refuse or drop them."""
+    """Wraps the adapter's WebSocket transport: counts opens, and can refuse or drop them.
+
+    ``refusal`` (with ``refusals`` left, ``None`` for every open) is raised instead of opening.
+    """
 
     def __init__(self, adapter: ModuleType) -> None:
         self._inner = adapter.KubernetesBackend.default_transport
         self.opens = 0
         self.refuse_with_404 = False
+        self.refusal: ExecError | None = None
+        self.refusals: int | None = None
         self.drop_after_open = False
 
     def __call__(
@@ -126,6 +131,10 @@ class Transports:
     @asynccontextmanager
     async def _open(self, options: TransportOptions) -> AsyncIterator[WebSocketTransport]:
         self.opens += 1
+        if self.refusal is not None and self.refusals != 0:
+            if self.refusals is not None:
+                self.refusals -= 1
+            raise self.refusal
         if self.refuse_with_404:
             body = b'{"kind":"Status","code":404,"message":"pods \\"x\\" not found"}'
             raise exec_upgrade_error(404, body, options.subprotocols)
@@ -404,6 +413,8 @@ async def test_a_pod_gone_at_the_upgrade_is_resolved_again_and_retried_once(
         service = adapter.ExecService(service.backend, audit=events.append)
         assert cached_outcome(cache.store, run()).pod == "web-a"  # type: ignore[union-attr]
         delete_quietly(sandbox, "web-a")
+        # The sandbox refuses the upgrade as an API server does (a NotFound Status, HTTP 404),
+        # through the adapter's own WebSocket library.
         result = await service.execute(run("web", "printenv", "HOSTNAME"))
         assert (result.exit_code, result.stdout) == (0, b"web-b\n")
         assert transports.opens == 2
@@ -424,6 +435,49 @@ async def test_an_interactive_session_gets_the_same_retry(
         assert transports.opens == 2
 
 
+async def test_the_retry_keys_on_the_status_not_the_wording(
+    adapter: ModuleType, sandbox: Sandbox
+) -> None:
+    transports = Transports(adapter)
+    async with cached_service(adapter, sandbox, ["cache"], transports) as (service, _cache, _):
+        # A 404 at the upgrade worded like nothing kuber-exec says: still the stale pod.
+        transports.refusal = ExecError(
+            ExecErrorCode.FAILED, "the pod left before we got there", http_status=404
+        )
+        transports.refusals = 1
+        result = await service.execute(run("web", "printenv", "HOSTNAME"))
+        assert result.exit_code == 0
+        assert transports.opens == 2
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        # Worded as the 404 refusal once was, but the server said 500: no retry.
+        ExecError(
+            ExecErrorCode.FAILED,
+            "Kubernetes API GET pods/exec failed with HTTP 404: not really",
+            http_status=500,
+        ),
+        # The same wording without any HTTP status (not an answer of the server at all).
+        ExecError(ExecErrorCode.FAILED, "Kubernetes API GET pods/exec failed with HTTP 404"),
+        # A 404 that is not EXEC_FAILED.
+        ExecError(ExecErrorCode.INVALID, "refused", http_status=404),
+    ],
+    ids=["http-500", "no-status", "not-failed"],
+)
+async def test_no_retry_for_anything_but_a_failed_404(
+    adapter: ModuleType, sandbox: Sandbox, refusal: ExecError
+) -> None:
+    transports = Transports(adapter)
+    async with cached_service(adapter, sandbox, ["cache"], transports) as (service, _cache, _):
+        transports.refusal = refusal
+        with pytest.raises(ExecError) as caught:
+            await service.execute(run())
+        assert caught.value is refusal
+        assert transports.opens == 1
+
+
 async def test_the_retry_happens_once_only(adapter: ModuleType, sandbox: Sandbox) -> None:
     transports = Transports(adapter)
     async with cached_service(adapter, sandbox, ["cache"], transports) as (service, _cache, _):
@@ -431,7 +485,7 @@ async def test_the_retry_happens_once_only(adapter: ModuleType, sandbox: Sandbox
         with pytest.raises(ExecError) as caught:
             await service.execute(run())
         assert caught.value.code is ExecErrorCode.FAILED
-        assert "HTTP 404" in caught.value.message
+        assert caught.value.http_status == 404
         assert transports.opens == 2
 
 
@@ -453,7 +507,7 @@ async def test_no_retry_without_the_cache(adapter: ModuleType, sandbox: Sandbox)
         transports.refuse_with_404 = True
         with pytest.raises(ExecError) as caught:
             await adapter.ExecService(plain).execute(run())
-        assert "HTTP 404" in caught.value.message
+        assert caught.value.http_status == 404
         assert transports.opens == 1
 
 

@@ -420,12 +420,21 @@ def test_an_http_error_on_the_watch_retries_the_same_watch() -> None:
     reflector = _synced_pods(version="10")
     with pytest.raises(ExecError) as caught:
         reflector.watch_failed(
-            ApiResponse(status=503, body=json.dumps(_status(503, message="busy")).encode())
+            ApiResponse(
+                status=503,
+                body=json.dumps(_status(503, "ServiceUnavailable", message="busy")).encode(),
+            )
         )
     assert caught.value.code is ExecErrorCode.FAILED
     assert (
         caught.value.message
-        == "Kubernetes API GET /api/v1/namespaces/demo/pods failed with HTTP 503: busy"
+        == "Kubernetes API WATCH /api/v1/namespaces/demo/pods failed with HTTP 503: busy"
+    )
+    error = caught.value
+    assert (error.http_status, error.status_reason, error.status_code) == (
+        503,
+        "ServiceUnavailable",
+        503,
     )
     retry = reflector.next_event()
     assert isinstance(retry, WatchRequest)
@@ -439,6 +448,13 @@ def test_an_error_event_other_than_410_resumes_with_an_error() -> None:
         reflector.watch_data(_line("ERROR", _status(500, "InternalError", "etcd down")))
     assert caught.value.message == (
         "Kubernetes API WATCH /api/v1/namespaces/demo/pods failed with status 500: etcd down"
+    )
+    # The stream itself was a 200: the Status is in the event, not in the HTTP answer.
+    error = caught.value
+    assert (error.http_status, error.status_reason, error.status_code) == (
+        None,
+        "InternalError",
+        500,
     )
     retry = reflector.next_event()
     assert isinstance(retry, WatchRequest)
