@@ -108,10 +108,6 @@ class WatchStore:
         self._namespaces[namespace] = watch
         return watch
 
-    def forget(self, namespace: str) -> None:
-        """Stop answering for ``namespace`` and drop its snapshots (idle expiry, for one)."""
-        self._namespaces.pop(namespace, None)
-
     def namespace(self, namespace: str) -> NamespaceWatch | None:
         """The reflectors of ``namespace``, if it is watched."""
         return self._namespaces.get(namespace)

@@ -31,8 +31,8 @@ reading, back off, then follow :meth:`Reflector.next_event` again": the reflecto
 moved to the request to retry (the same LIST page, the same WATCH, or a relist). The expected
 transitions raise nothing: a watch that ends (``timeoutSeconds``, a dropped connection) resumes
 from the last resourceVersion, and ``410 Gone`` (HTTP, or an ``ERROR`` event whose Status has
-code 410) relists at once. Time is the driver's business: the core has no clock, so backoff,
-idle expiry and "no bookmark for too long" live in the async layer.
+code 410) relists at once. Time is the driver's business: the core has no clock, so the backoff
+between retries and the read timeouts live in the driver (the async layer's target cache).
 
 Resource versions are opaque strings in Kubernetes. The reflector compares two of them only when
 both are decimal integers, which is what etcd (and the sandbox) give; any other pair is treated

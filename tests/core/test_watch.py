@@ -773,7 +773,7 @@ def test_the_store_follows_watch_events() -> None:
     )
 
 
-def test_namespaces_are_separate_and_can_be_forgotten_or_restarted() -> None:
+def test_namespaces_are_separate_and_can_be_restarted() -> None:
     store = _synced_store([_deployment()], [_replica_set()], [_owned("a")])
     other = store.watch("other")
     assert not store.synced("other")
@@ -791,9 +791,7 @@ def test_namespaces_are_separate_and_can_be_forgotten_or_restarted() -> None:
     ):
         reflector.list_received(_page(items))
     assert [p.name for p in store.list_pods(NS, LabelSelector.from_labels({"app": "web"}))] == ["a"]
-    store.forget(NS)
-    assert not store.synced(NS)
-    assert store.namespace(NS) is None
+    assert store.namespace(NS) is restarted
     assert store.namespace("other") is other
 
 
