@@ -37,7 +37,7 @@ from kuber_exec_core.watch import Reflector, WatchRequest, WatchStore
 
 from ._config import ClusterConfig
 from ._groups import single_exception
-from ._rest import RestClient
+from ._rest import RestClient, open_http_client
 from ._transport import describe_error
 
 __all__ = [
@@ -140,14 +140,11 @@ async def run_target_cache(
     if not backoff_initial > 0 or not backoff_cap >= backoff_initial:
         raise ExecError(ExecErrorCode.INVALID, "backoff_initial must be > 0 and <= backoff_cap")
     cache = TargetCache(names)
-    http = httpx.AsyncClient(
-        base_url=config.server,
-        verify=config.ssl_context if config.ssl_context is not None else True,
+    # A watch reads for up to timeoutSeconds; each keeps its connection (no keep-alive cap).
+    http = open_http_client(
+        config,
         timeout=httpx.Timeout(request_timeout, read=watch_timeout_seconds + request_timeout),
-        headers={"Accept": "application/json"},
-        follow_redirects=False,
-        trust_env=False,
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+        keepalive_connections=None,
     )
     rest = RestClient(config, http)
     try:

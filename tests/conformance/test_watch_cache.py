@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from types import ModuleType
@@ -222,6 +223,30 @@ async def test_an_unwatched_or_unsynced_namespace_reads_over_rest(
         target = await adapter.ExecService(cached).resolve_target(run(project="elsewhere"))
         assert target.namespace == "elsewhere"
         assert gets.count > before  # not watched: REST
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+async def test_the_cache_and_rest_ignore_proxy_variables(
+    adapter: ModuleType, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The kubeconfig alone says how to reach the server: a proxy from the environment (here one
+    # that refuses every connection) is used neither by REST nor by the watches.
+    proxy = f"http://127.0.0.1:{closed_port()}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(name, proxy)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    async with backend(adapter, sandbox) as cached, cached.watch(["cache"]) as cache:
+        target = await adapter.ExecService(cached).resolve_target(run())  # REST
+        with anyio.fail_after(WAIT):
+            await cache.wait_synced()
+        assert cached_outcome(cache.store, run()) == target
 
 
 async def test_the_cache_follows_changes_as_rest_sees_them(
