@@ -2,7 +2,9 @@
 
 The reflector is client-go's ``Reflector`` without the I/O, the clock and the goroutines, in the
 style of the REST plans (:mod:`._kube_api`) and of h11: it says which request to make, and is fed
-the answers. One driver loop runs it::
+the answers. It reads the API as those plans do, through their resources (paths and parsers:
+``DEPLOYMENTS``, ``REPLICA_SETS``, ``PODS``), their LIST paging and their error for a failed
+answer, so a cached snapshot is the one a REST read gives. One driver loop runs it::
 
     reflector = Reflector(PODS, "demo")
     while True:
