@@ -37,7 +37,7 @@ from kuber_exec_core.watch import Reflector, WatchRequest, WatchStore
 
 from ._config import ClusterConfig
 from ._groups import single_exception
-from ._rest import RestClient
+from ._rest import RestClient, open_http_client
 from ._transport import describe_error
 
 __all__ = [
@@ -59,14 +59,15 @@ DEFAULT_BACKOFF_CAP = 30.0
 #: picks 5 to 10 minutes); the client's read timeout is this plus the request timeout.
 DEFAULT_WATCH_TIMEOUT_SECONDS = 300
 _DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
-# What exec_upgrade_error says for a refused upgrade answered 404 (kuber_exec_core.kube).
-_GONE_REFUSAL = "Kubernetes API GET pods/exec failed with HTTP 404"
 
 
 def is_gone_refusal(error: ExecError) -> bool:
-    """Whether ``error`` is the exec upgrade refused with ``404`` (the pod is gone; the command
-    never started)."""
-    return error.code is ExecErrorCode.FAILED and error.message.startswith(_GONE_REFUSAL)
+    """Whether ``error``, raised on entry to the exec connection, is the upgrade refused with HTTP
+    ``404`` (the pod is gone; the command never started).
+
+    Decided on ``code`` and ``http_status`` only: the message's wording cannot change it.
+    """
+    return error.code is ExecErrorCode.FAILED and error.http_status == 404
 
 
 class TargetCache:
@@ -139,14 +140,11 @@ async def run_target_cache(
     if not backoff_initial > 0 or not backoff_cap >= backoff_initial:
         raise ExecError(ExecErrorCode.INVALID, "backoff_initial must be > 0 and <= backoff_cap")
     cache = TargetCache(names)
-    http = httpx.AsyncClient(
-        base_url=config.server,
-        verify=config.ssl_context if config.ssl_context is not None else True,
+    # A watch reads for up to timeoutSeconds; each keeps its connection (no keep-alive cap).
+    http = open_http_client(
+        config,
         timeout=httpx.Timeout(request_timeout, read=watch_timeout_seconds + request_timeout),
-        headers={"Accept": "application/json"},
-        follow_redirects=False,
-        trust_env=False,
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+        keepalive_connections=None,
     )
     rest = RestClient(config, http)
     try:

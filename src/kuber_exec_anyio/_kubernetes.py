@@ -46,7 +46,7 @@ from ._connection import (
     open_exec_connection,
 )
 from ._drivers import resolve_target
-from ._rest import MAX_CONCURRENT_REQUESTS, RestClient
+from ._rest import MAX_CONCURRENT_REQUESTS, RestClient, open_http_client
 from ._transport import TransportOpener
 
 __all__ = ["KubernetesBackend"]
@@ -131,8 +131,10 @@ class KubernetesBackend:
 
     async def __aenter__(self) -> Self:
         slots = self._max_concurrent_requests
-        self._http = RestClient.open_http_client(
-            self.config, timeout=self._request_timeout, max_concurrent_requests=slots
+        # A connection kept for every request RestClient lets in at once: a request never waits
+        # for the pool (the limiter queues them instead).
+        self._http = open_http_client(
+            self.config, timeout=self._request_timeout, keepalive_connections=slots
         )
         self._rest = RestClient(self.config, self._http, max_concurrent_requests=slots)
         return self

@@ -14,7 +14,7 @@ from kuber_exec_core.kube import ApiGet, ApiPlan, ApiResponse, DeploymentLookup,
 from ._config import ClusterConfig
 from ._transport import describe_error
 
-__all__ = ["MAX_CONCURRENT_REQUESTS", "RestClient"]
+__all__ = ["MAX_CONCURRENT_REQUESTS", "RestClient", "open_http_client"]
 
 T = TypeVar("T")
 
@@ -26,6 +26,30 @@ T = TypeVar("T")
 #: stays flat from 1 to 1,000 callers, and a burst is no slower on loopback. client-go's own
 #: default is 5 requests per second. Raise it for a distant API server.
 MAX_CONCURRENT_REQUESTS = 4
+
+
+def open_http_client(
+    config: ClusterConfig, *, timeout: httpx.Timeout | float, keepalive_connections: int | None
+) -> httpx.AsyncClient:
+    """The httpx client for ``config``'s API server; the caller closes it.
+
+    The one place the library's HTTP clients are configured (the backend's REST reads and the
+    watch cache's streams): ``config``'s server and TLS context (verified by default; the
+    kubeconfig's CA and client certificate), JSON, no redirects, and nothing from the environment
+    (``trust_env=False``: no proxy variables, no ``.netrc``, no ``SSL_CERT_FILE``; the kubeconfig
+    alone says how to reach the server, as for the exec WebSocket). It never limits how many
+    connections are open (long-lived requests such as watches must not starve the reads); it
+    keeps ``keepalive_connections`` of them idle for reuse (``None``: all).
+    """
+    return httpx.AsyncClient(
+        base_url=config.server,
+        verify=config.ssl_context if config.ssl_context is not None else True,
+        timeout=timeout,
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=keepalive_connections),
+        headers={"Accept": "application/json"},
+        follow_redirects=False,
+        trust_env=False,
+    )
 
 
 class RestClient:
@@ -41,32 +65,6 @@ class RestClient:
         self._config = config
         self._http = http
         self._slots = anyio.CapacityLimiter(max_concurrent_requests)
-
-    @classmethod
-    def open_http_client(
-        cls,
-        config: ClusterConfig,
-        *,
-        timeout: float,
-        max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS,
-    ) -> httpx.AsyncClient:
-        """A pooled client for ``config`` (TLS verified by default); the caller closes it.
-
-        Its pool keeps a connection for every request :class:`RestClient` lets in at once and
-        never limits how many are open (long-lived requests such as watches must not starve the
-        reads), so a request never waits for the pool: the limiter queues them instead.
-        """
-        return httpx.AsyncClient(
-            base_url=config.server,
-            verify=config.ssl_context if config.ssl_context is not None else True,
-            timeout=timeout,
-            limits=httpx.Limits(
-                max_connections=None, max_keepalive_connections=max_concurrent_requests
-            ),
-            headers={"Accept": "application/json"},
-            follow_redirects=False,
-            trust_env=False,
-        )
 
     async def auth_headers(self) -> list[tuple[str, str]]:
         """Fresh auth headers, computed in a worker thread (a refresh may run a plugin)."""

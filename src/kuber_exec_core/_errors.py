@@ -33,24 +33,53 @@ class ExecError(Exception):
     """The root of every error kuber-exec raises on purpose.
 
     ``code`` is machine-readable (an :class:`ExecErrorCode`); ``message`` is safe to show to the
-    workspace's user: it never contains credentials.
+    workspace's user: it never contains credentials. Decide on the structured fields, never on the
+    message's wording:
+
+    - ``http_status``: the HTTP status of the answer this error reports, when the API server
+      refused an exec upgrade or answered a REST read (a LIST, a GET, a WATCH) with a non-2xx
+      status; ``None`` for every other error.
+    - ``status_reason`` and ``status_code``: the ``reason`` (``NotFound``, ``Forbidden``,
+      ``Unauthorized``...) and ``code`` of the Kubernetes ``Status`` object the server sent with
+      that answer, or in a watch's ``ERROR`` event; ``None`` when it sent none (or left the field
+      out).
     """
 
     code: ExecErrorCode
     message: str
+    http_status: int | None = None
+    status_reason: str | None = None
+    status_code: int | None = None
 
-    def __init__(self, code: ExecErrorCode, message: str) -> None:
+    def __init__(
+        self,
+        code: ExecErrorCode,
+        message: str,
+        *,
+        http_status: int | None = None,
+        status_reason: str | None = None,
+        status_code: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = ExecErrorCode(code)
         self.message = message
+        self.http_status = http_status
+        self.status_reason = status_reason
+        self.status_code = status_code
 
     def __str__(self) -> str:
         return f"{self.code.value}: {self.message}"
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.code.value!r}, {self.message!r})"
+        fields = "".join(
+            f", {name}={value!r}"
+            for name in ("http_status", "status_reason", "status_code")
+            if (value := getattr(self, name)) is not None
+        )
+        return f"{type(self).__name__}({self.code.value!r}, {self.message!r}{fields})"
 
     def __reduce__(self) -> tuple[object, ...]:
+        # The structured fields live in __dict__ (as do a subclass's own): the state keeps them.
         return (_rebuild, (type(self), self.code, self.message, self.__dict__))
 
 

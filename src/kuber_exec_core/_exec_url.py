@@ -8,6 +8,7 @@ from urllib.parse import quote, urlencode
 import attrs
 
 from ._errors import ExecError, ExecErrorCode
+from ._kube_api import PODS
 from ._target import ResolvedTarget
 
 __all__ = ["ExecQuery", "ExecStreams", "exec_path", "parse_exec_flag", "parse_exec_query"]
@@ -42,9 +43,8 @@ def exec_path(target: ResolvedTarget, command: Sequence[str], streams: ExecStrea
     ):
         if enabled:
             query.append((name, "true"))
-    namespace = quote(target.namespace, safe="")
-    pod = quote(target.pod, safe="")
-    return f"/api/v1/namespaces/{namespace}/pods/{pod}/exec?{urlencode(query, quote_via=quote)}"
+    path = PODS.object_path(target.namespace, target.pod)
+    return f"{path}/exec?{urlencode(query, quote_via=quote)}"
 
 
 def parse_exec_flag(values: Sequence[str]) -> bool:

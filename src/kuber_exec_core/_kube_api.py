@@ -4,13 +4,17 @@ Each plan yields :class:`ApiGet` requests, is fed :class:`ApiResponse` answers, 
 its result. ``DeploymentLookup`` reads one Deployment; ``PodListing`` lists pods by selector (with
 ``continue`` paging) and then reads each ReplicaSet a candidate pod names as its controller, so
 that a pod's owning Deployment is known through the controller chain, never through labels.
+
+The watch cache's reflectors (:mod:`._watch`) read the same API: this module is the one place for
+what both need: the resources (:class:`ResourceKind`: paths and parsers), LIST paging
+(:class:`ListPaging`) and the error of a non-2xx answer (:func:`http_failure`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote, urlencode
 
 import attrs
@@ -23,6 +27,7 @@ from ._objects import (
     ReplicaSet,
     load_json_object,
     parse_deployment,
+    parse_pod,
     parse_pod_list,
     parse_replica_set,
     resolve_pod_owners,
@@ -30,20 +35,86 @@ from ._objects import (
 from ._selector import LabelSelector
 
 __all__ = [
+    "DEFAULT_LIST_PAGE_SIZE",
+    "DEFAULT_MAX_LIST_PAGES",
+    "DEPLOYMENTS",
+    "PODS",
+    "REPLICA_SETS",
     "ApiGet",
     "ApiPlan",
     "ApiResponse",
+    "ApiStatus",
     "DeploymentLookup",
+    "ListPaging",
     "PodListing",
+    "ResourceKind",
+    "SnapshotT",
     "api_error",
+    "exec_upgrade_error",
+    "http_failure",
 ]
 
 T_co = TypeVar("T_co", covariant=True)
 T = TypeVar("T")
 
-_PAGE_SIZE = 500
-#: 500 pods a page: far more pods than any Deployment's selector matches.
-_MAX_PAGES = 200
+#: Objects per LIST page: client-go's default.
+DEFAULT_LIST_PAGE_SIZE = 500
+#: Pages before a LIST is refused as endless: 100,000 objects of one kind in one namespace, far
+#: more pods than any Deployment's selector matches.
+DEFAULT_MAX_LIST_PAGES = 200
+
+
+class _Snapshot(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def uid(self) -> str: ...
+
+
+#: A snapshot type: anything with a name and a uid.
+SnapshotT = TypeVar("SnapshotT", bound=_Snapshot)
+
+
+def _segment(value: str) -> str:
+    # Names are validated DNS names; quoting anyway keeps any path injection impossible.
+    return quote(value, safe="")
+
+
+@attrs.frozen(kw_only=True)
+class ResourceKind(Generic[SnapshotT]):
+    """One namespaced resource: its paths, and the parser of its snapshot.
+
+    The REST plans and the watch cache's reflectors read a kind through the same object, so both
+    build the same paths and parse the same snapshots.
+    """
+
+    #: The API group's path prefix: ``/api/v1`` or ``/apis/apps/v1``.
+    api_prefix: str
+    #: The plural resource name in URLs.
+    resource: str
+    #: The object kind, for messages (``Pod``).
+    kind: str
+    parse: Callable[[object], SnapshotT] = attrs.field(eq=False, repr=False)
+
+    def collection_path(self, namespace: str) -> str:
+        """The LIST/WATCH path of this resource in ``namespace``."""
+        return f"{self.api_prefix}/namespaces/{_segment(namespace)}/{self.resource}"
+
+    def object_path(self, namespace: str, name: str) -> str:
+        """The GET path of the object ``name`` in ``namespace``."""
+        return f"{self.collection_path(namespace)}/{_segment(name)}"
+
+
+DEPLOYMENTS: ResourceKind[Deployment] = ResourceKind(
+    api_prefix="/apis/apps/v1", resource="deployments", kind="Deployment", parse=parse_deployment
+)
+REPLICA_SETS: ResourceKind[ReplicaSet] = ResourceKind(
+    api_prefix="/apis/apps/v1", resource="replicasets", kind="ReplicaSet", parse=parse_replica_set
+)
+PODS: ResourceKind[PodRecord] = ResourceKind(
+    api_prefix="/api/v1", resource="pods", kind="Pod", parse=parse_pod
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -80,25 +151,59 @@ class ApiPlan(Protocol[T_co]):
     def result(self) -> T_co: ...
 
 
-def api_error(request: ApiGet, response: ApiResponse) -> ExecError:
-    """``EXEC_FAILED`` for a non-2xx answer, quoting the API's ``Status`` message if it sent one."""
-    message = ""
-    try:
-        status = json.loads(response.body)
-        if isinstance(status, dict) and isinstance(status.get("message"), str):
-            message = status["message"]
-    except (ValueError, RecursionError):
-        pass
-    detail = f": {message}" if message else ""
+@attrs.frozen(kw_only=True)
+class ApiStatus:
+    """What kuber-exec reads of a Kubernetes ``Status`` object: each field ``None`` when absent
+    or not of its JSON type."""
+
+    message: str | None = None
+    reason: str | None = None
+    code: int | None = None
+
+    @classmethod
+    def from_value(cls, value: object) -> ApiStatus:
+        """The fields of a decoded JSON value (all ``None`` when it is not an object)."""
+        if not isinstance(value, dict):
+            return cls()
+        message, reason, code = value.get("message"), value.get("reason"), value.get("code")
+        return cls(
+            message=message if isinstance(message, str) else None,
+            reason=reason if isinstance(reason, str) else None,
+            code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+        )
+
+    @classmethod
+    def from_body(cls, body: bytes) -> ApiStatus:
+        """The fields of a response body (all ``None`` when it is not a JSON object)."""
+        try:
+            value: Any = json.loads(body)
+        except (ValueError, RecursionError):
+            return cls()
+        return cls.from_value(value)
+
+
+def http_failure(action: str, response: ApiResponse) -> ExecError:
+    """``EXEC_FAILED`` for a non-2xx ``response`` to ``action`` (``Kubernetes API GET /api/...``).
+
+    The message is "``action`` failed with HTTP ``status``", then the ``Status`` message when the
+    body is a Status that has one. The error carries ``http_status`` and the Status's ``reason``
+    and ``code``: callers decide on those, never on the wording.
+    """
+    status = ApiStatus.from_body(response.body)
+    detail = f": {status.message}" if status.message else ""
     return ExecError(
         ExecErrorCode.FAILED,
-        f"Kubernetes API GET {request.path} failed with HTTP {response.status}{detail}",
+        f"{action} failed with HTTP {response.status}{detail}",
+        http_status=response.status,
+        status_reason=status.reason,
+        status_code=status.code,
     )
 
 
-def _segment(value: str) -> str:
-    # Names are validated DNS names; quoting anyway keeps any path injection impossible.
-    return quote(value, safe="")
+def api_error(request: ApiGet, response: ApiResponse) -> ExecError:
+    """``EXEC_FAILED`` for a non-2xx answer to ``request``, quoting the API's ``Status`` message if
+    it sent one; ``http_status`` (and the Status's ``reason`` and ``code``) say what it was."""
+    return http_failure(f"Kubernetes API GET {request.path}", response)
 
 
 class _SingleGet(Generic[T]):
@@ -127,22 +232,77 @@ class _SingleGet(Generic[T]):
         return self._result
 
 
+class ListPaging:
+    """The ``continue`` paging of one LIST of ``path``: the request for each page, and the check
+    that ends a LIST that never finishes.
+
+    ``query`` goes first in every page's query, then ``limit`` and the ``continue`` token.
+    """
+
+    # Slots: a watch cache holds one per reflector, three per namespace.
+    __slots__ = ("_max_pages", "_page_size", "_pages", "_query", "_token", "path")
+
+    def __init__(
+        self,
+        path: str,
+        query: tuple[tuple[str, str], ...] = (),
+        *,
+        page_size: int = DEFAULT_LIST_PAGE_SIZE,
+        max_pages: int = DEFAULT_MAX_LIST_PAGES,
+    ) -> None:
+        self.path = path
+        self._query = query
+        self._page_size = page_size
+        self._max_pages = max_pages
+        self._token: str | None = None
+        self._pages = 0
+
+    @property
+    def continuing(self) -> bool:
+        """Whether the next request carries a ``continue`` token (the LIST is past page one)."""
+        return self._token is not None
+
+    def request(self) -> ApiGet:
+        """The GET of the next page."""
+        query = (*self._query, ("limit", str(self._page_size)))
+        if self._token is not None:
+            query += (("continue", self._token),)
+        return ApiGet(path=self.path, query=query)
+
+    def page_received(self, token: str | None) -> bool:
+        """Count a page that ended with ``token`` (``None``: the last); whether another follows.
+
+        Raises:
+            ExecError: ``EXEC_FAILED`` when the server repeats its token or ``max_pages`` pages
+                did not finish the LIST (a server that never ends must not hang us).
+        """
+        self._pages += 1
+        if token is not None and (token == self._token or self._pages >= self._max_pages):
+            raise ExecError(
+                ExecErrorCode.FAILED,
+                f"Kubernetes API GET {self.path} did not finish paging after {self._pages} pages",
+            )
+        self._token = token
+        return token is not None
+
+    def restart(self) -> None:
+        """Back to the first page."""
+        self._token = None
+        self._pages = 0
+
+
 class DeploymentLookup(_SingleGet[Deployment]):
     """GET one ``apps/v1`` Deployment; the result is ``None`` on 404."""
 
     def __init__(self, namespace: str, name: str) -> None:
-        super().__init__(
-            ApiGet(
-                path=f"/apis/apps/v1/namespaces/{_segment(namespace)}/deployments/{_segment(name)}"
-            )
-        )
+        super().__init__(ApiGet(path=DEPLOYMENTS.object_path(namespace, name)))
 
     def _parse(self, response: ApiResponse) -> Deployment | None:
         if response.status == 404:
             return None
         if not 200 <= response.status < 300:
             raise api_error(self._sent, response)
-        return parse_deployment(load_json_object(response.body, "Deployment"))
+        return DEPLOYMENTS.parse(load_json_object(response.body, DEPLOYMENTS.kind))
 
 
 class PodListing:
@@ -150,29 +310,15 @@ class PodListing:
 
     def __init__(self, namespace: str, selector: LabelSelector) -> None:
         self._namespace = namespace
-        self._selector = selector.to_query()
+        self._paging = ListPaging(
+            PODS.collection_path(namespace), (("labelSelector", selector.to_query()),)
+        )
         self._records: list[PodRecord] = []
-        self._continue: str | None = None
-        self._pages = 0
         self._listing = True
         self._pending_replica_sets: list[str] = []
         self._replica_sets: dict[str, ReplicaSet] = {}
-        self._current: ApiGet | None = self._list_request()
+        self._current: ApiGet | None = self._paging.request()
         self._result: tuple[Pod, ...] | None = None
-
-    def _list_request(self) -> ApiGet:
-        query = [("labelSelector", self._selector), ("limit", str(_PAGE_SIZE))]
-        if self._continue:
-            query.append(("continue", self._continue))
-        return ApiGet(
-            path=f"/api/v1/namespaces/{_segment(self._namespace)}/pods", query=tuple(query)
-        )
-
-    def _replica_set_request(self, name: str) -> ApiGet:
-        return ApiGet(
-            path=f"/apis/apps/v1/namespaces/{_segment(self._namespace)}"
-            f"/replicasets/{_segment(name)}"
-        )
 
     def next_event(self) -> ApiGet | None:
         return self._current
@@ -192,16 +338,7 @@ class PodListing:
             raise api_error(request, response)
         records, token = parse_pod_list(load_json_object(response.body, "PodList"))
         self._records.extend(records)
-        self._pages += 1
-        if token is not None and (token == self._continue or self._pages >= _MAX_PAGES):
-            # A server that repeats its continue token (or never ends) must not hang us.
-            raise ExecError(
-                ExecErrorCode.FAILED,
-                f"Kubernetes API GET {request.path} did not finish paging after "
-                f"{self._pages} pages",
-            )
-        self._continue = token
-        if token is None:
+        if not self._paging.page_received(token):
             self._listing = False
             self._pending_replica_sets = sorted(
                 {
@@ -221,15 +358,16 @@ class PodListing:
             return  # The ReplicaSet is gone: its pods have no owner we can prove.
         if not 200 <= response.status < 300:
             raise api_error(request, response)
-        replica_set = parse_replica_set(load_json_object(response.body, "ReplicaSet"))
+        replica_set = REPLICA_SETS.parse(load_json_object(response.body, REPLICA_SETS.kind))
         if replica_set.name:
             self._replica_sets[replica_set.name] = replica_set
 
     def _advance(self) -> None:
         if self._listing:
-            self._current = self._list_request()
+            self._current = self._paging.request()
         elif self._pending_replica_sets:
-            self._current = self._replica_set_request(self._pending_replica_sets.pop(0))
+            name = self._pending_replica_sets.pop(0)
+            self._current = ApiGet(path=REPLICA_SETS.object_path(self._namespace, name))
         else:
             self._current = None
             self._result = resolve_pod_owners(self._records, self._replica_sets)
@@ -250,7 +388,8 @@ def exec_upgrade_error(status: int, body: bytes, offered: tuple[str, ...]) -> Ex
 
     A ``403`` with an empty body is the subprotocol mismatch (an RBAC 403 has a Status body); when
     only v5 was offered that means the server cannot close stdin, which ``execute(stdin=...)``
-    needs. Anything else quotes the Status message, as for the REST reads.
+    needs. Anything else quotes the Status message, as for the REST reads. Every one of them
+    carries ``http_status`` (and, with a Status body, its ``reason`` and ``code``).
     """
     if status == 403 and not body.strip():
         if offered == ("v5.channel.k8s.io",):
@@ -259,9 +398,11 @@ def exec_upgrade_error(status: int, body: bytes, offered: tuple[str, ...]) -> Ex
                 "Sending stdin to execute needs the v5.channel.k8s.io subprotocol (Kubernetes "
                 "1.30+), which this server does not offer: older protocols cannot signal end of "
                 "input",
+                http_status=status,
             )
         return ExecError(
             ExecErrorCode.FAILED,
             f"The server supports none of the offered exec subprotocols: {', '.join(offered)}",
+            http_status=status,
         )
-    return api_error(ApiGet(path="pods/exec"), ApiResponse(status=status, body=body))
+    return http_failure("The exec upgrade", ApiResponse(status=status, body=body))

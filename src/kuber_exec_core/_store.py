@@ -20,22 +20,21 @@ import attrs
 
 from ._errors import ExecError, ExecErrorCode
 from ._jsonlines import DEFAULT_MAX_WATCH_LINE_BYTES
+from ._kube_api import (
+    DEFAULT_LIST_PAGE_SIZE,
+    DEPLOYMENTS,
+    PODS,
+    REPLICA_SETS,
+    ResourceKind,
+    SnapshotT,
+)
 from ._limits import ExecLimits
 from ._objects import Deployment, Pod, PodRecord, ReplicaSet, resolve_pod_owners
 from ._request import ExecRequest
 from ._resolution import FetchDeployment, FetchPods, TargetResolution, TargetResolved
 from ._selector import LabelSelector
 from ._target import ResolvedTarget
-from ._watch import (
-    DEFAULT_LIST_PAGE_SIZE,
-    DEPLOYMENTS,
-    PODS,
-    REPLICA_SETS,
-    Reflector,
-    ReflectorState,
-    ResourceKind,
-    T,
-)
+from ._watch import Reflector, ReflectorState
 
 __all__ = ["NamespaceWatch", "WatchStore"]
 
@@ -91,7 +90,7 @@ class WatchStore:
         snapshot.
         """
 
-        def reflector(kind: ResourceKind[T]) -> Reflector[T]:
+        def reflector(kind: ResourceKind[SnapshotT]) -> Reflector[SnapshotT]:
             return Reflector(
                 kind,
                 namespace,
@@ -108,10 +107,6 @@ class WatchStore:
         )
         self._namespaces[namespace] = watch
         return watch
-
-    def forget(self, namespace: str) -> None:
-        """Stop answering for ``namespace`` and drop its snapshots (idle expiry, for one)."""
-        self._namespaces.pop(namespace, None)
 
     def namespace(self, namespace: str) -> NamespaceWatch | None:
         """The reflectors of ``namespace``, if it is watched."""

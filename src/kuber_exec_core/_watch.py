@@ -2,7 +2,9 @@
 
 The reflector is client-go's ``Reflector`` without the I/O, the clock and the goroutines, in the
 style of the REST plans (:mod:`._kube_api`) and of h11: it says which request to make, and is fed
-the answers. One driver loop runs it::
+the answers. It reads the API as those plans do, through their resources (paths and parsers:
+``DEPLOYMENTS``, ``REPLICA_SETS``, ``PODS``), their LIST paging and their error for a failed
+answer, so a cached snapshot is the one a REST read gives. One driver loop runs it::
 
     reflector = Reflector(PODS, "demo")
     while True:
@@ -31,8 +33,8 @@ reading, back off, then follow :meth:`Reflector.next_event` again": the reflecto
 moved to the request to retry (the same LIST page, the same WATCH, or a relist). The expected
 transitions raise nothing: a watch that ends (``timeoutSeconds``, a dropped connection) resumes
 from the last resourceVersion, and ``410 Gone`` (HTTP, or an ``ERROR`` event whose Status has
-code 410) relists at once. Time is the driver's business: the core has no clock, so backoff,
-idle expiry and "no bookmark for too long" live in the async layer.
+code 410) relists at once. Time is the driver's business: the core has no clock, so the backoff
+between retries and the read timeouts live in the driver (the async layer's target cache).
 
 Resource versions are opaque strings in Kubernetes. The reflector compares two of them only when
 both are decimal integers, which is what etcd (and the sandbox) give; any other pair is treated
@@ -45,28 +47,31 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Mapping
-from sys import intern
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Generic, Protocol, TypeVar
-from urllib.parse import quote, urlencode
+from typing import Any, Generic
+from urllib.parse import urlencode
 
 import attrs
 
 from ._errors import ExecError, ExecErrorCode
 from ._jsonlines import DEFAULT_MAX_WATCH_LINE_BYTES, JsonLinesDecoder
-from ._kube_api import ApiGet, ApiResponse, api_error
-from ._objects import (
-    Deployment,
-    OwnerReference,
-    PodContainer,
-    PodRecord,
-    ReplicaSet,
-    load_json_object,
-    parse_deployment,
-    parse_pod,
-    parse_replica_set,
+from ._kube_api import (
+    DEFAULT_LIST_PAGE_SIZE,
+    DEFAULT_MAX_LIST_PAGES,
+    DEPLOYMENTS,
+    PODS,
+    REPLICA_SETS,
+    ApiGet,
+    ApiResponse,
+    ApiStatus,
+    ListPaging,
+    ResourceKind,
+    SnapshotT,
+    api_error,
+    http_failure,
 )
+from ._objects import load_json_object, parse_list, parse_object_meta
 
 __all__ = [
     "DEPLOYMENTS",
@@ -78,90 +83,6 @@ __all__ = [
     "WatchRequest",
     "compare_resource_versions",
 ]
-
-
-class _Snapshot(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def uid(self) -> str: ...
-
-
-T = TypeVar("T", bound=_Snapshot)
-
-#: Objects per LIST page: client-go's default.
-DEFAULT_LIST_PAGE_SIZE = 500
-#: Pages before a LIST is refused as endless (100,000 objects of one kind in one namespace).
-DEFAULT_MAX_LIST_PAGES = 200
-
-
-def _shared_owner(reference: OwnerReference | None) -> OwnerReference | None:
-    if reference is None:
-        return None
-    return OwnerReference(
-        api_version=intern(reference.api_version),
-        kind=intern(reference.kind),
-        name=intern(reference.name),
-        uid=intern(reference.uid),
-        controller=reference.controller,
-    )
-
-
-def _slim_replica_set(value: object) -> ReplicaSet:
-    replica_set = parse_replica_set(value)
-    return attrs.evolve(replica_set, controller=_shared_owner(replica_set.controller))
-
-
-def _slim_pod(value: object) -> PodRecord:
-    """``parse_pod``, with the strings that pods repeat interned.
-
-    A cache keeps thousands of pods whose label keys and values, owner reference, phase and
-    container names are the same strings: one copy of each, rather than one per pod, takes about
-    a third off the store (benchmarks/watch_memory.py). Equality is unchanged.
-    """
-    record = parse_pod(value)
-    return PodRecord(
-        name=record.name,
-        uid=record.uid,
-        labels={intern(key): intern(label) for key, label in record.labels.items()},
-        controller=_shared_owner(record.controller),
-        phase=None if record.phase is None else intern(record.phase),
-        deletion_timestamp=record.deletion_timestamp,
-        containers=tuple(
-            PodContainer(name=intern(c.name), running=c.running, ready=c.ready)
-            for c in record.containers
-        ),
-    )
-
-
-@attrs.frozen(kw_only=True)
-class ResourceKind(Generic[T]):
-    """One namespaced resource the reflector can mirror, and the parser of its slim snapshot."""
-
-    #: The API group's path prefix: ``/api/v1`` or ``/apis/apps/v1``.
-    api_prefix: str
-    #: The plural resource name in URLs.
-    resource: str
-    #: The object kind, for messages (``Pod``).
-    kind: str
-    parse: Callable[[object], T] = attrs.field(eq=False, repr=False)
-
-    def collection_path(self, namespace: str) -> str:
-        """The LIST/WATCH path of this resource in ``namespace``."""
-        # Namespaces are validated DNS labels; quoting anyway keeps path injection impossible.
-        return f"{self.api_prefix}/namespaces/{quote(namespace, safe='')}/{self.resource}"
-
-
-DEPLOYMENTS: ResourceKind[Deployment] = ResourceKind(
-    api_prefix="/apis/apps/v1", resource="deployments", kind="Deployment", parse=parse_deployment
-)
-REPLICA_SETS: ResourceKind[ReplicaSet] = ResourceKind(
-    api_prefix="/apis/apps/v1", resource="replicasets", kind="ReplicaSet", parse=_slim_replica_set
-)
-PODS: ResourceKind[PodRecord] = ResourceKind(
-    api_prefix="/api/v1", resource="pods", kind="Pod", parse=_slim_pod
-)
 
 
 @attrs.frozen(kw_only=True)
@@ -214,17 +135,7 @@ def compare_resource_versions(left: str, right: str) -> int | None:
     return (a > b) - (a < b)
 
 
-def _metadata(value: Mapping[str, Any]) -> Mapping[str, Any]:
-    metadata = value.get("metadata")
-    return metadata if isinstance(metadata, dict) else {}
-
-
-def _text(metadata: Mapping[str, Any], key: str) -> str | None:
-    value = metadata.get(key)
-    return value if isinstance(value, str) else None
-
-
-class Reflector(Generic[T]):
+class Reflector(Generic[SnapshotT]):
     """The LIST-then-WATCH mirror of one ``kind`` in one ``namespace``.
 
     ``items`` holds the slim snapshot of every object (by name) as of ``resource_version``.
@@ -240,7 +151,7 @@ class Reflector(Generic[T]):
 
     def __init__(
         self,
-        kind: ResourceKind[T],
+        kind: ResourceKind[SnapshotT],
         namespace: str,
         *,
         page_size: int = DEFAULT_LIST_PAGE_SIZE,
@@ -261,11 +172,12 @@ class Reflector(Generic[T]):
         self.kind = kind
         self.namespace = namespace
         self._path = kind.collection_path(namespace)
-        self._page_size = page_size
-        self._max_pages = max_pages
+        # No resourceVersion: a quorum read of the latest state (a cached "0" read could be
+        # older than what this reflector already saw).
+        self._paging = ListPaging(self._path, page_size=page_size, max_pages=max_pages)
         self._timeout = watch_timeout_seconds
         self._decoder = JsonLinesDecoder(max_line_bytes)
-        self._items: dict[str, T] = {}
+        self._items: dict[str, SnapshotT] = {}
         # The resourceVersion of each snapshot, to drop replays ("" when the server gave none).
         self._versions: dict[str, str] = {}
         self._resource_version: str | None = None
@@ -273,13 +185,11 @@ class Reflector(Generic[T]):
         self._lists_completed = 0
         # The LIST in progress: its pages accumulate here and replace the snapshot at the end,
         # so a half-read relist never shows (client-go's Replace).
-        self._listed: dict[str, T] = {}
+        self._listed: dict[str, SnapshotT] = {}
         self._listed_versions: dict[str, str] = {}
         self._list_version: str | None = None
-        self._continue: str | None = None
-        self._pages = 0
         self._state = ReflectorState.LISTING
-        self._request: ApiGet | WatchRequest = self._list_request()
+        self._request: ApiGet | WatchRequest = self._paging.request()
 
     # -- what the driver reads ---------------------------------------------------------------------
 
@@ -304,7 +214,7 @@ class Reflector(Generic[T]):
         return self._lists_completed
 
     @property
-    def items(self) -> Mapping[str, T]:
+    def items(self) -> Mapping[str, SnapshotT]:
         """The snapshots by name: a read-only view that follows later events and relists."""
         return MappingProxyType(self._items)
 
@@ -325,7 +235,7 @@ class Reflector(Generic[T]):
         request = self._request
         if self._state is not ReflectorState.LISTING or not isinstance(request, ApiGet):
             raise ExecError(ExecErrorCode.FAILED, "a LIST response arrived that was not asked for")
-        if response.status == 410 and self._continue is not None:
+        if response.status == 410 and self._paging.continuing:
             # The continue token outlived its snapshot (etcd compacted it): only a fresh LIST
             # can go on. Without a token the same request would fail again: that one raises.
             self._restart_list()
@@ -333,41 +243,29 @@ class Reflector(Generic[T]):
         if not 200 <= response.status < 300:
             raise api_error(request, response)
         try:
-            token = self._read_page(response.body)
+            more = self._read_page(response.body)
         except ExecError:
             self._restart_list()
             raise
-        if token is None:
-            self._finish_list()
+        if more:
+            self._request = self._paging.request()
         else:
-            self._continue = token
-            self._request = self._list_request()
+            self._finish_list()
 
-    def _read_page(self, body: bytes) -> str | None:
-        page = load_json_object(body, f"{self.kind.kind}List")
-        metadata = _metadata(page)
-        version = _text(metadata, "resourceVersion")
+    def _read_page(self, body: bytes) -> bool:
+        kind = f"{self.kind.kind}List"
+        page = parse_list(load_json_object(body, kind), kind)
+        version = page.resource_version
         if not version:
-            raise self._malformed(f"{self.kind.kind}List", "has no metadata.resourceVersion")
+            raise self._malformed(kind, "has no metadata.resourceVersion")
         if self._list_version is None:
             # Every page of one LIST is the same snapshot: the first page says which.
             self._list_version = version
-        items = page.get("items")
-        if items is not None and not isinstance(items, list):
-            raise self._malformed(f"{self.kind.kind}List", "items is not a list")
-        for item in items or ():
+        for item in page.items:
             name, snapshot, item_version = self._parse_object(item)
             self._listed[name] = snapshot
             self._listed_versions[name] = item_version
-        self._pages += 1
-        token = _text(metadata, "continue") or None
-        if token is not None and (token == self._continue or self._pages >= self._max_pages):
-            # A server that repeats its continue token (or never ends) must not hang us.
-            raise ExecError(
-                ExecErrorCode.FAILED,
-                f"Kubernetes API GET {self._path} did not finish paging after {self._pages} pages",
-            )
-        return token
+        return self._paging.page_received(page.continue_token)
 
     def _finish_list(self) -> None:
         version = self._list_version
@@ -397,18 +295,9 @@ class Reflector(Generic[T]):
     def _restart_list(self) -> None:
         self._listed, self._listed_versions = {}, {}
         self._list_version = None
-        self._continue = None
-        self._pages = 0
+        self._paging.restart()
         if self._state is ReflectorState.LISTING:
-            self._request = self._list_request()
-
-    def _list_request(self) -> ApiGet:
-        # No resourceVersion: a quorum read of the latest state (a cached "0" read could be
-        # older than what this reflector already saw).
-        query = [("limit", str(self._page_size))]
-        if self._continue:
-            query.append(("continue", self._continue))
-        return ApiGet(path=self._path, query=tuple(query))
+            self._request = self._paging.request()
 
     def relist(self) -> None:
         """Start a fresh LIST now (the snapshot keeps answering until it completes)."""
@@ -474,71 +363,76 @@ class Reflector(Generic[T]):
         Raises:
             ExecError: ``EXEC_FAILED`` for any other status; the next request is the same watch.
         """
-        request = self._expect_watch("a watch failure")
+        self._expect_watch("a watch failure")
         if response.status == 410:
             self.relist()
             return
         self._start_watch()
-        raise api_error(ApiGet(path=request.path, query=request.query), response)
+        raise http_failure(f"Kubernetes API WATCH {self._path}", response)
 
     def _apply_line(self, line: bytes) -> bool:
         try:
+            kind, value = self._read_event(line)
+            if kind != "ERROR":
+                self._apply_event(kind, value)
+                return True
+        except ExecError:
+            # An event we could not read is an event we did not apply: only a LIST can repair it.
+            self._lose_events()
+            raise
+        return self._watch_error(value)
+
+    def _read_event(self, line: bytes) -> tuple[str, dict[str, Any]]:
+        try:
             event = json.loads(line)
         except (ValueError, RecursionError):
-            raise self._lost("is not JSON") from None
+            raise self._bad_event("is not JSON") from None
         if not isinstance(event, dict):
-            raise self._lost("is not an object")
+            raise self._bad_event("is not an object")
         kind, value = event.get("type"), event.get("object")
         if not isinstance(kind, str) or not isinstance(value, dict):
-            raise self._lost("has no type or no object")
+            raise self._bad_event("has no type or no object")
+        return kind, value
+
+    def _apply_event(self, kind: str, value: dict[str, Any]) -> None:
         match kind:
             case "ADDED" | "MODIFIED":
-                try:
-                    name, snapshot, version = self._parse_object(value)
-                except ExecError as error:
-                    self._lose_events()
-                    raise error from None
-                self._upsert(name, snapshot, version)
+                self._upsert(*self._parse_object(value))
             case "DELETED":
-                metadata = _metadata(value)
-                deleted = _text(metadata, "name")
-                if not deleted:
-                    raise self._lost("deletes an object without metadata.name")
-                uid = _text(metadata, "uid") or ""
-                self._delete(deleted, uid, _text(metadata, "resourceVersion") or "")
+                metadata = parse_object_meta(value, self.kind.kind)
+                if not metadata.name:
+                    raise self._bad_event("deletes an object without metadata.name")
+                self._delete(metadata.name, metadata.uid, metadata.resource_version)
             case "BOOKMARK":
-                bookmark = _text(_metadata(value), "resourceVersion")
+                bookmark = parse_object_meta(value, self.kind.kind).resource_version
                 if not bookmark:
-                    raise self._lost("is a bookmark without metadata.resourceVersion")
+                    raise self._bad_event("is a bookmark without metadata.resourceVersion")
                 self._advance(bookmark)
-            case "ERROR":
-                return self._watch_error(value)
             case _:
-                raise self._lost(f"has the unknown type {kind[:40]!r}")
-        return True
+                raise self._bad_event(f"has the unknown type {kind[:40]!r}")
 
-    def _watch_error(self, status: Mapping[str, Any]) -> bool:
-        code, reason = status.get("code"), status.get("reason")
-        if (code == 410 and not isinstance(code, bool)) or reason in ("Expired", "Gone"):
+    def _watch_error(self, value: Mapping[str, Any]) -> bool:
+        status = ApiStatus.from_value(value)
+        if status.code == 410 or status.reason in ("Expired", "Gone"):
             self.relist()
             return False
-        message = status.get("message")
-        detail = f": {message}" if isinstance(message, str) and message else ""
-        shown = code if isinstance(code, int) and not isinstance(code, bool) else "?"
+        detail = f": {status.message}" if status.message else ""
         self._start_watch()
         raise ExecError(
             ExecErrorCode.FAILED,
-            f"Kubernetes API WATCH {self._path} failed with status {shown}{detail}",
+            f"Kubernetes API WATCH {self._path} failed with status "
+            f"{'?' if status.code is None else status.code}{detail}",
+            status_reason=status.reason,
+            status_code=status.code,
         )
 
     # -- applying ----------------------------------------------------------------------------------
 
-    def _parse_object(self, value: object) -> tuple[str, T, str]:
+    def _parse_object(self, value: object) -> tuple[str, SnapshotT, str]:
         snapshot = self.kind.parse(value)
         if not snapshot.name:
             raise self._malformed(self.kind.kind, "has no metadata.name")
-        assert isinstance(value, dict)  # parse accepted it
-        return snapshot.name, snapshot, _text(_metadata(value), "resourceVersion") or ""
+        return snapshot.name, snapshot, parse_object_meta(value, self.kind.kind).resource_version
 
     def _advance(self, version: str) -> None:
         if not version:
@@ -548,7 +442,7 @@ class Reflector(Generic[T]):
         if order is None or order > 0:
             self._resource_version = version
 
-    def _upsert(self, name: str, snapshot: T, version: str) -> None:
+    def _upsert(self, name: str, snapshot: SnapshotT, version: str) -> None:
         stored = self._versions.get(name)
         if stored is not None:
             order = compare_resource_versions(version, stored)
@@ -573,12 +467,10 @@ class Reflector(Generic[T]):
         del self._versions[name]
 
     def _lose_events(self) -> None:
-        # An event we could not read is an event we did not apply: only a LIST can repair that.
         self._synced = False
         self.relist()
 
-    def _lost(self, problem: str) -> ExecError:
-        self._lose_events()
+    def _bad_event(self, problem: str) -> ExecError:
         return ExecError(
             ExecErrorCode.FAILED,
             f"The Kubernetes API sent a malformed watch event for {self._path}: the event "

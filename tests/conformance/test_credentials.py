@@ -54,6 +54,7 @@ async def test_missing_token_is_the_api_servers_401_without_secrets(
             await adapter.ExecService(backend).execute(REQUEST)
     assert caught.value.code is ExecErrorCode.FAILED
     assert "HTTP 401: Unauthorized" in caught.value.message
+    assert (caught.value.http_status, caught.value.status_reason) == (401, "Unauthorized")
     assert TOKEN not in str(caught.value)
 
 
@@ -70,4 +71,6 @@ async def test_wrong_token_on_the_exec_upgrade_is_refused(adapter: Any, guarded:
             pass
     assert caught.value.code is ExecErrorCode.FAILED
     assert "401" in caught.value.message
+    assert (caught.value.http_status, caught.value.status_reason) == (401, "Unauthorized")
     assert "wrong" not in caught.value.message
+    assert "wrong" not in repr(caught.value)

@@ -1,6 +1,6 @@
 """Connection errors quote their innermost cause, also from inside exception groups (trio's
 "all attempts to connect failed" wraps the real error in one), on both runtimes (issue 11,
-item 11)."""
+item 11); a refused exec upgrade carries the server's HTTP status and Status (issue 18)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from kuber_exec_anyio.transport import describe_error
-from kuber_exec_core import ExecError, Subprotocol
+from kuber_exec_core import DEFAULT_SUBPROTOCOLS, ExecError, ExecErrorCode, Subprotocol
+from kuber_exec_sandbox import Sandbox
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -40,6 +41,25 @@ async def test_a_refused_connection_names_its_cause(adapter: Any) -> None:
         assert f"[Errno {errno.ECONNREFUSED}]" in message, message
         assert "ConnectionRefusedError" in message, message
         assert "sub-exception" not in message, message
+
+
+@pytest.mark.anyio
+async def test_a_refused_upgrade_carries_the_servers_status(adapter: Any, sandbox: Sandbox) -> None:
+    # Through the runtime's own WebSocket library, as an API server refuses it: a NotFound Status.
+    url = sandbox.url.replace("http", "ws", 1) + (
+        "/api/v1/namespaces/demo/pods/nope/exec?command=true&stdout=true"
+    )
+    with pytest.raises(ExecError) as caught:
+        async with adapter.connect_exec(url, DEFAULT_SUBPROTOCOLS):
+            pass
+    error = caught.value
+    assert (error.code, error.http_status, error.status_reason, error.status_code) == (
+        ExecErrorCode.FAILED,
+        404,
+        "NotFound",
+        404,
+    )
+    assert error.message == 'The exec upgrade failed with HTTP 404: pods "nope" not found'
 
 
 def test_a_group_is_searched_down_to_its_leaf() -> None:

@@ -1,4 +1,5 @@
-"""TLS: verified by default, with the kubeconfig's CA and client certificate, on REST and exec.
+"""TLS: verified by default, with the kubeconfig's CA and client certificate, on REST, the watch
+cache and exec.
 
 A TLS-terminating proxy (a real TLS server on loopback) stands in front of the sandbox; the
 certificates are made for each run with the openssl command line.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import shutil
 import ssl
@@ -15,6 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from kuber_exec_core import DEFAULT_SUBPROTOCOLS, ExecError, ExecErrorCode, ExecRequest, Workspace
@@ -161,3 +164,58 @@ async def test_the_exec_websocket_verifies_the_server_by_default(
                 pass
     assert caught.value.code is ExecErrorCode.FAILED
     assert "CERTIFICATE_VERIFY_FAILED" in caught.value.message
+
+
+class _Warnings(logging.Handler):
+    """Collects the ``kuber_exec`` logger's warnings; ``arrived`` is set by the first one."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+        self.arrived = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+        self.arrived.set()
+
+
+async def test_the_watch_cache_reads_with_the_kubeconfig_tls_settings(
+    adapter: Any, sandbox: Sandbox, certificates: dict[str, Path], tmp_path: Path
+) -> None:
+    # The cache's own HTTP client: the kubeconfig's CA and client certificate, as for REST.
+    proxy = FreezingProxy(sandbox.url, server_context(certificates, client_certificates=True))
+    ca = {"certificate-authority-data": data(certificates["server_cert"])}
+    user = {
+        "client-certificate-data": data(certificates["client_cert"]),
+        "client-key-data": data(certificates["client_key"]),
+    }
+    async with (
+        proxy.running(),
+        adapter.KubernetesBackend.from_kubeconfig(kubeconfig(tmp_path, proxy.url, ca, user)) as b,
+        b.watch(["demo"]) as cache,
+    ):
+        with anyio.fail_after(10):
+            await cache.wait_synced()
+        target = await adapter.ExecService(b).resolve_target(REQUEST)
+    assert target.namespace == "demo"
+
+
+async def test_the_watch_cache_verifies_the_server_by_default(
+    adapter: Any, sandbox: Sandbox, certificates: dict[str, Path], tmp_path: Path
+) -> None:
+    proxy = FreezingProxy(sandbox.url, server_context(certificates, client_certificates=False))
+    warnings = _Warnings()
+    logger = logging.getLogger("kuber_exec")
+    logger.addHandler(warnings)
+    try:
+        async with (
+            proxy.running(),
+            adapter.KubernetesBackend.from_kubeconfig(kubeconfig(tmp_path, proxy.url, {}, {})) as b,
+            b.watch(["demo"]) as cache,
+        ):
+            with anyio.fail_after(10):
+                await warnings.arrived.wait()
+            assert not cache.synced()
+    finally:
+        logger.removeHandler(warnings)
+    assert "CERTIFICATE_VERIFY_FAILED" in warnings.messages[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from types import ModuleType
@@ -110,12 +111,17 @@ class CountingGets:
 
 
 class Transports:
-    """Wraps the adapter's WebSocket transport: counts opens, and can refuse or drop them."""
+    """Wraps the adapter's WebSocket transport: counts opens, and can refuse or drop them.
+
+    ``refusal`` (with ``refusals`` left, ``None`` for every open) is raised instead of opening.
+    """
 
     def __init__(self, adapter: ModuleType) -> None:
         self._inner = adapter.KubernetesBackend.default_transport
         self.opens = 0
         self.refuse_with_404 = False
+        self.refusal: ExecError | None = None
+        self.refusals: int | None = None
         self.drop_after_open = False
 
     def __call__(
@@ -126,6 +132,10 @@ class Transports:
     @asynccontextmanager
     async def _open(self, options: TransportOptions) -> AsyncIterator[WebSocketTransport]:
         self.opens += 1
+        if self.refusal is not None and self.refusals != 0:
+            if self.refusals is not None:
+                self.refusals -= 1
+            raise self.refusal
         if self.refuse_with_404:
             body = b'{"kind":"Status","code":404,"message":"pods \\"x\\" not found"}'
             raise exec_upgrade_error(404, body, options.subprotocols)
@@ -213,6 +223,30 @@ async def test_an_unwatched_or_unsynced_namespace_reads_over_rest(
         target = await adapter.ExecService(cached).resolve_target(run(project="elsewhere"))
         assert target.namespace == "elsewhere"
         assert gets.count > before  # not watched: REST
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+async def test_the_cache_and_rest_ignore_proxy_variables(
+    adapter: ModuleType, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The kubeconfig alone says how to reach the server: a proxy from the environment (here one
+    # that refuses every connection) is used neither by REST nor by the watches.
+    proxy = f"http://127.0.0.1:{closed_port()}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(name, proxy)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    async with backend(adapter, sandbox) as cached, cached.watch(["cache"]) as cache:
+        target = await adapter.ExecService(cached).resolve_target(run())  # REST
+        with anyio.fail_after(WAIT):
+            await cache.wait_synced()
+        assert cached_outcome(cache.store, run()) == target
 
 
 async def test_the_cache_follows_changes_as_rest_sees_them(
@@ -404,6 +438,8 @@ async def test_a_pod_gone_at_the_upgrade_is_resolved_again_and_retried_once(
         service = adapter.ExecService(service.backend, audit=events.append)
         assert cached_outcome(cache.store, run()).pod == "web-a"  # type: ignore[union-attr]
         delete_quietly(sandbox, "web-a")
+        # The sandbox refuses the upgrade as an API server does (a NotFound Status, HTTP 404),
+        # through the adapter's own WebSocket library.
         result = await service.execute(run("web", "printenv", "HOSTNAME"))
         assert (result.exit_code, result.stdout) == (0, b"web-b\n")
         assert transports.opens == 2
@@ -424,6 +460,49 @@ async def test_an_interactive_session_gets_the_same_retry(
         assert transports.opens == 2
 
 
+async def test_the_retry_keys_on_the_status_not_the_wording(
+    adapter: ModuleType, sandbox: Sandbox
+) -> None:
+    transports = Transports(adapter)
+    async with cached_service(adapter, sandbox, ["cache"], transports) as (service, _cache, _):
+        # A 404 at the upgrade worded like nothing kuber-exec says: still the stale pod.
+        transports.refusal = ExecError(
+            ExecErrorCode.FAILED, "the pod left before we got there", http_status=404
+        )
+        transports.refusals = 1
+        result = await service.execute(run("web", "printenv", "HOSTNAME"))
+        assert result.exit_code == 0
+        assert transports.opens == 2
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        # Worded as the 404 refusal once was, but the server said 500: no retry.
+        ExecError(
+            ExecErrorCode.FAILED,
+            "Kubernetes API GET pods/exec failed with HTTP 404: not really",
+            http_status=500,
+        ),
+        # The same wording without any HTTP status (not an answer of the server at all).
+        ExecError(ExecErrorCode.FAILED, "Kubernetes API GET pods/exec failed with HTTP 404"),
+        # A 404 that is not EXEC_FAILED.
+        ExecError(ExecErrorCode.INVALID, "refused", http_status=404),
+    ],
+    ids=["http-500", "no-status", "not-failed"],
+)
+async def test_no_retry_for_anything_but_a_failed_404(
+    adapter: ModuleType, sandbox: Sandbox, refusal: ExecError
+) -> None:
+    transports = Transports(adapter)
+    async with cached_service(adapter, sandbox, ["cache"], transports) as (service, _cache, _):
+        transports.refusal = refusal
+        with pytest.raises(ExecError) as caught:
+            await service.execute(run())
+        assert caught.value is refusal
+        assert transports.opens == 1
+
+
 async def test_the_retry_happens_once_only(adapter: ModuleType, sandbox: Sandbox) -> None:
     transports = Transports(adapter)
     async with cached_service(adapter, sandbox, ["cache"], transports) as (service, _cache, _):
@@ -431,7 +510,7 @@ async def test_the_retry_happens_once_only(adapter: ModuleType, sandbox: Sandbox
         with pytest.raises(ExecError) as caught:
             await service.execute(run())
         assert caught.value.code is ExecErrorCode.FAILED
-        assert "HTTP 404" in caught.value.message
+        assert caught.value.http_status == 404
         assert transports.opens == 2
 
 
@@ -453,7 +532,7 @@ async def test_no_retry_without_the_cache(adapter: ModuleType, sandbox: Sandbox)
         transports.refuse_with_404 = True
         with pytest.raises(ExecError) as caught:
             await adapter.ExecService(plain).execute(run())
-        assert "HTTP 404" in caught.value.message
+        assert caught.value.http_status == 404
         assert transports.opens == 1
 
 

@@ -393,10 +393,12 @@ def ok(value: object) -> ApiResponse:
     return ApiResponse(status=200, body=json.dumps(value).encode())
 
 
-def status_body(message: str, code: int) -> bytes:
-    return json.dumps(
-        {"kind": "Status", "status": "Failure", "message": message, "code": code}
-    ).encode()
+def status_body(message: str, code: int, reason: str | None = None) -> bytes:
+    status: dict[str, Any] = {"kind": "Status", "status": "Failure", "message": message}
+    status["code"] = code
+    if reason is not None:
+        status["reason"] = reason
+    return json.dumps(status).encode()
 
 
 def test_deployment_lookup() -> None:
@@ -439,21 +441,54 @@ def test_plan_paths_cannot_be_injected() -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "body", "expected"),
+    ("status", "body", "expected", "reason", "code"),
     [
-        (500, b"", "Kubernetes API GET /p failed with HTTP 500"),
-        (500, b"<html>", "Kubernetes API GET /p failed with HTTP 500"),
-        (500, b'{"message": 5}', "Kubernetes API GET /p failed with HTTP 500"),
+        (500, b"", "Kubernetes API GET /p failed with HTTP 500", None, None),
+        (500, b"<html>", "Kubernetes API GET /p failed with HTTP 500", None, None),
+        (500, b'{"message": 5}', "Kubernetes API GET /p failed with HTTP 500", None, None),
+        (
+            503,
+            b'{"reason": 7, "code": true}',
+            "Kubernetes API GET /p failed with HTTP 503",
+            None,
+            None,
+        ),
         (
             401,
-            status_body("Unauthorized", 401),
+            status_body("Unauthorized", 401, "Unauthorized"),
             "Kubernetes API GET /p failed with HTTP 401: Unauthorized",
+            "Unauthorized",
+            401,
         ),
     ],
 )
-def test_api_error(status: int, body: bytes, expected: str) -> None:
+def test_api_error(
+    status: int, body: bytes, expected: str, reason: str | None, code: int | None
+) -> None:
     error = api_error(ApiGet(path="/p"), ApiResponse(status=status, body=body))
     assert (error.code, error.message) == (ExecErrorCode.FAILED, expected)
+    assert (error.http_status, error.status_reason, error.status_code) == (status, reason, code)
+
+
+@given(
+    st.integers(min_value=300, max_value=599),
+    st.binary(max_size=60) | json_values.map(lambda v: json.dumps(v).encode()),
+)
+def test_api_error_always_carries_the_http_status(status: int, body: bytes) -> None:
+    error = api_error(ApiGet(path="/p"), ApiResponse(status=status, body=body))
+    assert error.code is ExecErrorCode.FAILED
+    assert error.http_status == status
+    assert error.message.startswith(f"Kubernetes API GET /p failed with HTTP {status}")
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        decoded = None
+    fields = decoded if isinstance(decoded, dict) else {}
+    reason, code = fields.get("reason"), fields.get("code")
+    assert error.status_reason == (reason if isinstance(reason, str) else None)
+    assert error.status_code == (
+        code if isinstance(code, int) and not isinstance(code, bool) else None
+    )
 
 
 def pod_json(
@@ -558,14 +593,26 @@ def test_exec_upgrade_error() -> None:
     mismatch = exec_upgrade_error(403, b"", ("v5.channel.k8s.io", "v4.channel.k8s.io"))
     assert mismatch.code is ExecErrorCode.FAILED
     assert "v5.channel.k8s.io, v4.channel.k8s.io" in mismatch.message
+    assert (mismatch.http_status, mismatch.status_reason, mismatch.status_code) == (403, None, None)
     only_v5 = exec_upgrade_error(403, b" ", ("v5.channel.k8s.io",))
     assert only_v5.code is ExecErrorCode.INVALID
     assert "v5.channel.k8s.io" in only_v5.message
+    assert only_v5.http_status == 403
     rbac = exec_upgrade_error(
-        403, status_body("pods/exec is forbidden", 403), ("v5.channel.k8s.io",)
+        403, status_body("pods/exec is forbidden", 403, "Forbidden"), ("v5.channel.k8s.io",)
     )
     assert rbac.code is ExecErrorCode.FAILED
-    assert rbac.message.endswith("HTTP 403: pods/exec is forbidden")
+    assert rbac.message == "The exec upgrade failed with HTTP 403: pods/exec is forbidden"
+    assert (rbac.http_status, rbac.status_reason, rbac.status_code) == (403, "Forbidden", 403)
+    gone = exec_upgrade_error(404, status_body('pods "x" not found', 404, "NotFound"), ())
+    assert (gone.code, gone.http_status, gone.status_reason) == (
+        ExecErrorCode.FAILED,
+        404,
+        "NotFound",
+    )
+    legacy = exec_upgrade_error(500, b'container not found ("app")', ("v4.channel.k8s.io",))
+    assert legacy.message == "The exec upgrade failed with HTTP 500"  # a text body, not a Status
+    assert (legacy.http_status, legacy.status_reason, legacy.status_code) == (500, None, None)
 
 
 @given(

@@ -5,13 +5,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 
 from kuber_exec_core import ExecError, ExecErrorCode, ExecLimits, LabelSelector
 from kuber_exec_core._jsonlines import JsonLinesDecoder
-from kuber_exec_core._kube_api import ApiGet, ApiResponse
-from kuber_exec_core._objects import Deployment, PodRecord, ReplicaSet
+from kuber_exec_core._kube_api import ApiGet, ApiResponse, DeploymentLookup, PodListing
+from kuber_exec_core._objects import (
+    Deployment,
+    PodRecord,
+    ReplicaSet,
+    parse_deployment,
+    parse_pod,
+    parse_replica_set,
+)
 from kuber_exec_core._store import WatchStore
 from kuber_exec_core._watch import (
     DEPLOYMENTS,
@@ -28,6 +36,7 @@ from kuber_exec_core.testing import (
     deployment_object,
     deployment_scenarios,
     pod_object,
+    pod_objects,
     replica_set_object,
 )
 
@@ -420,12 +429,21 @@ def test_an_http_error_on_the_watch_retries_the_same_watch() -> None:
     reflector = _synced_pods(version="10")
     with pytest.raises(ExecError) as caught:
         reflector.watch_failed(
-            ApiResponse(status=503, body=json.dumps(_status(503, message="busy")).encode())
+            ApiResponse(
+                status=503,
+                body=json.dumps(_status(503, "ServiceUnavailable", message="busy")).encode(),
+            )
         )
     assert caught.value.code is ExecErrorCode.FAILED
     assert (
         caught.value.message
-        == "Kubernetes API GET /api/v1/namespaces/demo/pods failed with HTTP 503: busy"
+        == "Kubernetes API WATCH /api/v1/namespaces/demo/pods failed with HTTP 503: busy"
+    )
+    error = caught.value
+    assert (error.http_status, error.status_reason, error.status_code) == (
+        503,
+        "ServiceUnavailable",
+        503,
     )
     retry = reflector.next_event()
     assert isinstance(retry, WatchRequest)
@@ -439,6 +457,13 @@ def test_an_error_event_other_than_410_resumes_with_an_error() -> None:
         reflector.watch_data(_line("ERROR", _status(500, "InternalError", "etcd down")))
     assert caught.value.message == (
         "Kubernetes API WATCH /api/v1/namespaces/demo/pods failed with status 500: etcd down"
+    )
+    # The stream itself was a 200: the Status is in the event, not in the HTTP answer.
+    error = caught.value
+    assert (error.http_status, error.status_reason, error.status_code) == (
+        None,
+        "InternalError",
+        500,
     )
     retry = reflector.next_event()
     assert isinstance(retry, WatchRequest)
@@ -501,6 +526,78 @@ def test_several_events_in_one_read_apply_in_order() -> None:
     assert [c.ready for c in reflector.items["a"].containers] == [True]
     assert sorted(reflector.items) == ["a"]
     assert reflector.resource_version == "20"
+
+
+# -- one parser for REST and the cache ------------------------------------------------------------
+
+
+def test_the_reflectors_read_with_the_rest_parsers() -> None:
+    assert (DEPLOYMENTS.parse, REPLICA_SETS.parse, PODS.parse) == (
+        parse_deployment,
+        parse_replica_set,
+        parse_pod,
+    )
+    get = DeploymentLookup(NS, "web").next_event()
+    listing = PodListing(NS, LabelSelector.from_labels({"app": "web"})).next_event()
+    assert get is not None
+    assert listing is not None
+    assert get.path == DEPLOYMENTS.object_path(NS, "web")
+    assert listing.path == PODS.collection_path(NS) == Reflector(PODS, NS).next_event().path
+
+
+def _full_pod() -> dict[str, Any]:
+    return pod_object(
+        namespace=NS,
+        name="full",
+        uid="uid-full",
+        labels={"app": "web", "pod-template-hash": "abc"},
+        owners=[RS_OWNER],
+        phase="Running",
+        deletion_timestamp="2024-01-01T00:00:00Z",
+        containers=[("app", "running", True), ("sidecar", "waiting", False)],
+    )
+
+
+def test_the_cache_keeps_every_field_of_a_pod_record() -> None:
+    full = _full_pod()
+    expected = parse_pod(full)
+    # Every field is set: a field the cache dropped or defaulted shows as a difference below.
+    # (A new PodRecord field fails here until _full_pod sets it.)
+    assert [f.name for f in attrs.fields(PodRecord) if not getattr(expected, f.name)] == []
+    reflector = Reflector(PODS, NS)
+    reflector.list_received(_page([_with_version(full, "5")]))
+    listed = reflector.items["full"]
+    reflector.watch_data(_line("MODIFIED", _with_version(full, "6")))
+    watched = reflector.items["full"]
+    assert watched is not listed
+    for record in (listed, watched):
+        for field in attrs.fields(PodRecord):
+            assert getattr(record, field.name) == getattr(expected, field.name), field.name
+
+
+@settings(max_examples=50, deadline=None)
+@given(pod=pod_objects())
+def test_the_cache_stores_what_the_pod_parser_gives(pod: dict[str, Any]) -> None:
+    reflector = Reflector(PODS, NS)
+    reflector.list_received(_page([_with_version(pod, "5")]))
+    name = pod["metadata"]["name"]
+    assert attrs.asdict(reflector.items[name]) == attrs.asdict(parse_pod(pod))
+
+
+def test_pods_share_the_strings_they_repeat() -> None:
+    # Decoded separately, as two events are: equal strings, distinct objects until interned.
+    first, second = (parse_pod(json.loads(json.dumps(_full_pod()))) for _ in range(2))
+    assert first.controller is not None
+    assert second.controller is not None
+    shared = [
+        (next(iter(first.labels)), next(iter(second.labels))),
+        (first.labels["app"], second.labels["app"]),
+        (first.controller.uid, second.controller.uid),
+        (first.controller.name, second.controller.name),
+        (first.phase, second.phase),
+        (first.containers[0].name, second.containers[0].name),
+    ]
+    assert all(a is b for a, b in shared)
 
 
 # -- the store -------------------------------------------------------------------------------------
@@ -676,7 +773,7 @@ def test_the_store_follows_watch_events() -> None:
     )
 
 
-def test_namespaces_are_separate_and_can_be_forgotten_or_restarted() -> None:
+def test_namespaces_are_separate_and_can_be_restarted() -> None:
     store = _synced_store([_deployment()], [_replica_set()], [_owned("a")])
     other = store.watch("other")
     assert not store.synced("other")
@@ -694,9 +791,7 @@ def test_namespaces_are_separate_and_can_be_forgotten_or_restarted() -> None:
     ):
         reflector.list_received(_page(items))
     assert [p.name for p in store.list_pods(NS, LabelSelector.from_labels({"app": "web"}))] == ["a"]
-    store.forget(NS)
-    assert not store.synced(NS)
-    assert store.namespace(NS) is None
+    assert store.namespace(NS) is restarted
     assert store.namespace("other") is other
 
 
