@@ -156,6 +156,11 @@ class ChildProcess:
         registry.add(process.pid)
 
     @property
+    def pid(self) -> int:
+        """The child's pid, which is also its process group (it starts a session)."""
+        return self._process.pid
+
+    @property
     def wants_stdin(self) -> bool:
         """Whether stdin was requested and is still open."""
         return self._stdin_open
