@@ -21,8 +21,8 @@ $(STAMP): pyproject.toml $(WEB)/package-lock.json
 test: lint typecheck docs unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples docs/hooks
-	$(BIN)/ruff format --check src tests benchmarks examples docs/hooks
+	$(BIN)/ruff check src tests benchmarks examples docs/hooks build_backend
+	$(BIN)/ruff format --check src tests benchmarks examples docs/hooks build_backend
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
