@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 
 WEB := src/kuber_exec_web
 
-.PHONY: test lint typecheck unit docs demo bench sandbox web test-browser clean
+.PHONY: test lint typecheck unit docs demo bench sandbox web test-browser wheel-venv clean
 
 # The venv with every extra the tests use, and xterm.js for the browser terminal (from the npm
 # registry, pinned by the lockfile; never copied into the repository).
@@ -54,8 +54,13 @@ web: $(STAMP)
 	$(BIN)/kuber-exec web --sandbox
 
 ## test-browser: the real-browser tests (headless Chromium), in a loopback-only network namespace.
-test-browser: $(STAMP)
+## The wheel venv is made (or reused) first: there is no network inside the namespace.
+test-browser: $(STAMP) wheel-venv
 	sh tests/run_browser_tier.sh
+
+## wheel-venv: this tree's wheel in a fresh venv (build/wheel-venv), remade only when it changed.
+wheel-venv: $(STAMP)
+	$(BIN)/python scripts/wheel_venv.py build/wheel-venv
 
 # The real-cluster tier: realcluster, realcluster-down, realcluster-test (needs root).
 include mk/realcluster.mk

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kuber_exec_core import Workspace
 
@@ -15,6 +16,9 @@ if TYPE_CHECKING:
     from kuber_exec_sandbox import Cluster, Faults, PodObject, PodSpec, Sandbox
 
 __all__ = ["DEFAULT_PROJECT", "KuberSandbox"]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: The namespace ``add_workspace`` puts workspaces in unless told otherwise.
 DEFAULT_PROJECT = "kuber-test"
@@ -152,14 +156,28 @@ class KuberSandbox:
         """Commands started by exec sessions and not yet reaped."""
         return self.sandbox.live_processes
 
+    async def wait_running(self, count: int = 1, *, pod: str | None = None) -> None:
+        """Return once at least ``count`` commands run (in ``pod``, or in any pod): how a test
+        knows the command it started is there before it ends the pod or breaks something.
+
+        Bound it with your loop's timeout if it may not happen.
+        """
+        await anyio_to_thread(
+            self._thread.call, functools.partial(self.faults.wait_running, count, pod=pod)
+        )
+
     async def wait_processes_reaped(self) -> None:
         """Return once every command has been reaped (call from the test, on any loop).
 
         The server cleans up on its own thread after a session ends; bound the wait with your
         loop's timeout (``trio.fail_after``, ``asyncio.timeout``) if it may not happen.
         """
-        import anyio.to_thread
+        await anyio_to_thread(self._thread.call, self.sandbox.wait_processes_reaped)
 
-        await anyio.to_thread.run_sync(
-            self._thread.call, self.sandbox.wait_processes_reaped, abandon_on_cancel=True
-        )
+
+async def anyio_to_thread(function: Callable[[T], R], argument: T) -> R:
+    """``function(argument)`` in a worker thread, from the test's loop (trio or asyncio); a
+    cancelled caller does not wait for it."""
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(function, argument, abandon_on_cancel=True)

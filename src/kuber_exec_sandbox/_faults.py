@@ -149,6 +149,7 @@ class Faults:
         self._drops: list[_Armed] = []
         self._gone_watches: int | None = 0
         self._processes: dict[tuple[str, str], set[int]] = {}
+        self._started: list[tuple[trio.lowlevel.TrioToken, trio.Event]] = []
         #: Closed by :meth:`hold_stdin`: sessions stop reading what the client sends.
         self.stdin = Gate()
         #: Closed by :meth:`hold_output`: sessions stop sending output and status.
@@ -254,6 +255,35 @@ class Faults:
                 os.killpg(pid, signal.SIGKILL)
         return len(pids)
 
+    def running(self, namespace: str | None = None, pod: str | None = None) -> int:
+        """How many commands run now (in the pod, or anywhere): spawned and not yet reaped."""
+        with self._lock:
+            return self._running(namespace, pod)
+
+    def _running(self, namespace: str | None, pod: str | None) -> int:
+        return sum(
+            len(pids)
+            for (ns, name), pids in self._processes.items()
+            if namespace in (None, ns) and pod in (None, name)
+        )
+
+    async def wait_running(
+        self, count: int = 1, *, namespace: str | None = None, pod: str | None = None
+    ) -> None:
+        """Return once at least ``count`` commands run (in the pod, or anywhere): a test's way
+        to know a command has started before it breaks something (call on a trio loop)."""
+        while True:
+            waiter = (trio.lowlevel.current_trio_token(), trio.Event())
+            with self._lock:
+                if self._running(namespace, pod) >= count:
+                    return
+                self._started.append(waiter)
+            try:
+                await waiter[1].wait()
+            finally:
+                with self._lock, contextlib.suppress(ValueError):
+                    self._started.remove(waiter)
+
     def clear(self) -> None:
         """Disarm every fault and :meth:`release` the held sessions (counters are kept)."""
         with self._lock:
@@ -311,6 +341,10 @@ class Faults:
         """For the server: a command started in the pod (its process group is ``pid``)."""
         with self._lock:
             self._processes.setdefault((namespace, pod), set()).add(pid)
+            waiters, self._started = self._started, []
+        for token, event in waiters:
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(event.set)
 
     def process_ended(self, namespace: str, pod: str, pid: int) -> None:
         """For the server: that command has been reaped."""
