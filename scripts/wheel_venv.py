@@ -58,7 +58,11 @@ def ensure_venv(directory: Path = DEFAULT_DIR) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
     install = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*install, f"{wheel}[{EXTRAS}]", str(EXAMPLE)], check=True)
+    # From a copy: pip builds a local project in place, and its build/ must not land in the tree.
+    example = directory / "example-src"
+    shutil.rmtree(example, ignore_errors=True)
+    shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    subprocess.run([*install, f"{wheel}[{EXTRAS}]", str(example)], check=True)
     stamp.write_text(digest + "\n")
     return venv
 
