@@ -33,11 +33,11 @@ class KuberSandbox:
     ``with cluster.changing():`` also wake open watches.
 
     Attributes:
-        sandbox: the running :class:`~kuber_exec_sandbox.Sandbox` (``url``,
+        sandbox: the running ``kuber_exec_sandbox.Sandbox`` (``url``,
             ``kubeconfig_path``, ``live_processes``).
-        cluster: the served :class:`~kuber_exec_sandbox.Cluster` (Deployments, pods and their
+        cluster: the served ``kuber_exec_sandbox.Cluster`` (Deployments, pods and their
             states; ``add_deployment``, ``add_pod``, ``scale_deployment``, ``delete_pod``).
-        faults: the cluster's :class:`~kuber_exec_sandbox.Faults`, armed on demand.
+        faults: the cluster's ``kuber_exec_sandbox.Faults``, armed on demand.
     """
 
     def __init__(self, thread: SandboxThread, sandbox: Sandbox) -> None:
@@ -91,7 +91,7 @@ class KuberSandbox:
             deployment: the Deployment's name.
             project: the workspace's namespace.
             uid: the workspace uid on the ownership label (default ``<project>-uid``).
-            pods: how many ready, running pods, or one :class:`~kuber_exec_sandbox.PodSpec`
+            pods: how many ready, running pods, or one ``kuber_exec_sandbox.PodSpec``
                 per pod (not ready, pending, terminating, not scheduled, named, with env).
             containers: the pods' containers (commands run in any of them alike).
             env: added to the environment of every command in the pods (with ``pods`` as a
@@ -127,7 +127,7 @@ class KuberSandbox:
     def end_pod(self, target: KuberTarget, pod: str | None = None) -> int:
         """The pod goes away: its running commands are killed (each reports exit code 137) and
         it is deleted. ``pod`` defaults to the target's only pod. Returns how many commands were
-        killed (see :meth:`kuber_exec_sandbox.Cluster.end_pod`).
+        killed (see ``kuber_exec_sandbox.Cluster.end_pod``).
 
         Raises:
             KeyError: no such pod; ValueError: ``pod`` is omitted and there is not exactly one.
@@ -137,7 +137,7 @@ class KuberSandbox:
 
     def kill_processes(self, target: KuberTarget, pod: str | None = None) -> int:
         """Kill the commands running in the pod now (each reports exit code 137); the pod
-        stays. Returns how many were killed (:meth:`kuber_exec_sandbox.Faults.kill_processes`).
+        stays. Returns how many were killed (``kuber_exec_sandbox.Faults.kill_processes``).
 
         Raises:
             ValueError: ``pod`` is omitted and the target has not exactly one pod.

@@ -1,6 +1,6 @@
 """The sandbox for one test, served on trio in a thread of its own, whatever loop the test runs.
 
-Like :func:`kuber_exec_sandbox.run_sandbox_in_thread`, but it keeps the server loop's trio
+Like ``kuber_exec_sandbox.run_sandbox_in_thread``, but it keeps the server loop's trio
 token, so that a test on any event loop can wait for something that happens on the server's
 (``wait_processes_reaped``) without polling.
 """

@@ -33,6 +33,7 @@ from ._sandbox import KuberSandbox
 from ._target import KuberTarget, parse_target
 
 __all__ = [
+    "CONTEXT_ENV",
     "KUBECONFIG_ENV",
     "TARGET_ENV",
     "RealCluster",
