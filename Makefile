@@ -8,7 +8,7 @@ WEB := src/kuber_exec_web
 # The docs' diagrams: Graphviz compiled to WebAssembly, from the npm registry (docs/hooks/diagrams.py).
 DIAGRAMS := docs/hooks
 
-.PHONY: test lint typecheck unit docs demo bench sandbox web test-browser clean
+.PHONY: test lint typecheck unit docs demo bench sandbox web test-browser wheel-venv clean
 
 # The venv with every extra the tests use; from the npm registry, pinned by the lockfiles and never
 # copied into the repository: xterm.js for the browser terminal, and the diagrams' Graphviz (so the
@@ -25,8 +25,8 @@ $(STAMP): pyproject.toml $(WEB)/package-lock.json $(DIAGRAMS)/package-lock.json
 test: lint typecheck docs unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples docs/hooks
-	$(BIN)/ruff format --check src tests benchmarks examples docs/hooks
+	$(BIN)/ruff check src tests benchmarks examples docs/hooks build_backend
+	$(BIN)/ruff format --check src tests benchmarks examples docs/hooks build_backend
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -58,8 +58,13 @@ web: $(STAMP)
 	$(BIN)/kuber-exec web --sandbox
 
 ## test-browser: the real-browser tests (headless Chromium), in a loopback-only network namespace.
-test-browser: $(STAMP)
+## The wheel venv is made (or reused) first: there is no network inside the namespace.
+test-browser: $(STAMP) wheel-venv
 	sh tests/run_browser_tier.sh
+
+## wheel-venv: this tree's wheel in a fresh venv (build/wheel-venv), remade only when it changed.
+wheel-venv: $(STAMP)
+	$(BIN)/python scripts/wheel_venv.py build/wheel-venv
 
 # The real-cluster tier: realcluster, realcluster-down, realcluster-test (needs root).
 include mk/realcluster.mk

@@ -19,6 +19,9 @@ from hypothesis import HealthCheck, settings
 import kuber_exec_asyncio
 import kuber_exec_trio
 
+# tests/plugin runs pytest inside pytest to check the kuber-exec plugin's options and skips.
+pytest_plugins = ("pytester",)
+
 settings.register_profile("default", max_examples=100, deadline=None)
 settings.register_profile(
     "ci",

@@ -27,6 +27,12 @@ ALLOWED: dict[str, set[str]] = {
         "kuber_exec_sandbox",
         "kuber_exec_web",
     },
+    # The pytest plugin: fixtures over the sandbox and the bindings (imported when used).
+    "kuber_exec_pytest": {
+        "kuber_exec_core",
+        "kuber_exec_anyio",
+        "kuber_exec_sandbox",
+    },
     "kuber_exec_web": {
         "kuber_exec_core",
         "kuber_exec_anyio",

@@ -17,6 +17,8 @@ from ._cluster import ReplicaSetObject as ReplicaSetObject
 from ._cluster import demo_cluster as demo_cluster
 from ._cluster import stable_uid as stable_uid
 from ._command import main as main
+from ._faults import Faults as Faults
+from ._faults import Gate as Gate
 from ._server import NonLoopbackError as NonLoopbackError
 from ._server import Sandbox as Sandbox
 from ._server import serve_sandbox as serve_sandbox
@@ -42,4 +44,7 @@ __all__ = [
     "ReplicaSetObject",
     "demo_cluster",
     "stable_uid",
+    # faults on demand (cluster.faults)
+    "Faults",
+    "Gate",
 ]

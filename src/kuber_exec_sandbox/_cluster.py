@@ -6,10 +6,12 @@ same cluster built twice has the same uids. Names of generated ReplicaSets and p
 The server reads the model on every request (no caching), on the trio thread that serves it.
 
 Watches (``?watch=1``) see changes through :class:`Cluster`'s change signal: every helper here
-(``add_*``, :meth:`Cluster.delete_pod`, :meth:`Cluster.scale_deployment`, :meth:`Cluster.compact`)
-and :meth:`Cluster.touch` signal one; after mutating objects directly while watches are open, do it
-inside ``with cluster.changing():``, which holds the model's lock (the server renders under it,
-on its own thread) and signals on the way out.
+(``add_*``, :meth:`Cluster.delete_pod`, :meth:`Cluster.end_pod`, :meth:`Cluster.scale_deployment`,
+:meth:`Cluster.compact`) and :meth:`Cluster.touch` signal one; after mutating objects directly
+while watches are open, do it inside ``with cluster.changing():``, which holds the model's lock
+(the server renders under it, on its own thread) and signals on the way out.
+
+``Cluster.faults`` arms faults on demand (:class:`~kuber_exec_sandbox.Faults`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import ParamSpec, TypeVar
 import attrs
 
 from kuber_exec_core import EXEC_MANAGED_BY_LABEL, EXEC_MANAGED_BY_VALUE, EXEC_WORKSPACE_UID_LABEL
+
+from ._faults import Faults
 
 __all__ = [
     "Cluster",
@@ -208,6 +212,9 @@ class Cluster:
         self.compactions = 0
         #: How many times :meth:`drop_watches` ran (each drops every open watch connection).
         self.watch_drops = 0
+        #: Faults armed on demand (refused upgrades, dropped sessions, 410 watches, held
+        #: sessions, killed commands): see :class:`~kuber_exec_sandbox.Faults`.
+        self.faults = Faults()
         self._listeners: list[Callable[[], None]] = []
 
     def touch(self) -> None:
@@ -267,6 +274,17 @@ class Cluster:
         with self.lock:
             del self.namespaces[namespace].pods[name]
         self.touch()
+
+    def end_pod(self, namespace: str, name: str) -> int:
+        """The pod goes away: every command running in it is killed (exit code 137, see
+        :meth:`Faults.kill_processes`) and the pod is deleted (watches get ``DELETED``; a
+        ``KeyError`` if there is no such pod). Returns how many commands were killed."""
+        with self.lock:
+            if name not in self.namespaces[namespace].pods:
+                raise KeyError(f"no pod {namespace}/{name}")
+        killed = self.faults.kill_processes(namespace, name)
+        self.delete_pod(namespace, name)
+        return killed
 
     def scale_deployment(self, namespace: str, name: str, replicas: int) -> list[PodObject]:
         """Give the Deployment's newest ReplicaSet ``replicas`` ready pods: the surplus (last by

@@ -8,6 +8,11 @@ nothing on success), then Close 1000 and the connection is dropped. The core's
 
 Every way out (the command ends, the client closes or vanishes, a protocol error, the server
 stops) goes through ``ChildProcess.kill_and_reap``: no child outlives its session.
+
+The faults armed on the cluster (``plan.faults``, :mod:`._faults`) act here: a drop ends the
+session after so many output bytes without a Close frame or a status; a held stdin gate stops
+the single reader loop; a held output gate stops every send after the first (empty) message;
+every running command is listed under its pod so that the pod's processes can be killed.
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ _CLOSE_PROTOCOL_ERROR = 1002
 _CLOSE_TOO_BIG = 1009
 
 
+class _Dropped(Exception):
+    """The session's drop fault fired: end the connection without a Close frame or a status."""
+
+
 def exec_environment(plan: ExecPlan) -> dict[str, str]:
     """The command's environment: a minimal base, ``HOSTNAME`` = pod name, then the pod's env."""
     env = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "HOME": "/root"}
@@ -59,7 +68,10 @@ async def run_exec_session(
     try:
         await session.run()
     finally:
-        await websocket.close(session.close_code, session.close_reason)
+        if session.dropped:
+            await websocket.drop()
+        else:
+            await websocket.close(session.close_code, session.close_reason)
 
 
 class _Session:
@@ -71,24 +83,38 @@ class _Session:
         self._channel = ServerChannel(plan.subprotocol)
         self._registry = registry
         self._cwd = cwd
+        self._faults = plan.faults
+        # Output bytes sent, and after how many the connection is to be dropped (a fault).
+        self._sent = 0
+        self._drop_after: int | None = None
         self.close_code = _CLOSE_NORMAL
         self.close_reason = ""
+        #: Whether a drop fault ended the session (the connection then ends without a Close).
+        self.dropped = False
 
     async def run(self) -> None:
+        pod = self._plan.pod
+        self._drop_after = self._faults.take_drop(pod.namespace, pod.name)
         try:
             child = await self._start()
             if isinstance(child, bytes):
                 await self._send_initial_message()
                 await self._send_status(child)
                 return
+            self._faults.process_started(pod.namespace, pod.name, child.pid)
             try:
                 await self._send_initial_message()
                 await self._run_child(child)
             finally:
                 await child.kill_and_reap()
+                self._faults.process_ended(pod.namespace, pod.name, child.pid)
         except* ClientGone:
             # Bare, or from inside the session's nursery (then wrapped in an exception group).
             _log.debug("exec client went away")
+        except* _Dropped:
+            _log.debug("exec session dropped (a fault)")
+            self.dropped = True
+            self._faults.session_dropped()
 
     async def _send_initial_message(self) -> None:
         # Sent once the process is started, yet still before any other message, so the wire is
@@ -100,6 +126,8 @@ class _Session:
         await self._ws.send_message(
             self._channel.initial_message(stdout=streams.stdout, stderr=streams.stderr)
         )
+        if self._drop_after == 0:
+            raise _Dropped
 
     async def _start(self) -> ChildProcess | bytes:
         """The started process, or the Status that reports why nothing runs."""
@@ -136,9 +164,18 @@ class _Session:
             nursery.cancel_scope.cancel()
 
     async def _send_output(self, channel: Channel, data: bytes) -> None:
+        await self._faults.output.wait()
+        if self._drop_after is not None:
+            room = self._drop_after - self._sent
+            if len(data) >= room:
+                if room:
+                    await self._ws.send_message(self._channel.output(channel, data[:room]))
+                raise _Dropped
+            self._sent += len(data)
         await self._ws.send_message(self._channel.output(channel, data))
 
     async def _send_status(self, status: bytes) -> None:
+        await self._faults.output.wait()
         message = self._channel.status_message(status)
         if message is not None:
             await self._ws.send_message(message)
@@ -147,6 +184,7 @@ class _Session:
         """The single receive loop. Ends the session (cancels ``scope``) when the client does."""
         try:
             while True:
+                await self._faults.stdin.wait()
                 event = self._channel.decode_client(await self._ws.receive_message())
                 await self._apply(child, event)
         except ClientGone:

@@ -12,6 +12,9 @@ The checks run in the order a real cluster runs them (docs/protocol.mdAPI server
 6. the container must be running. On the v5 path the API server upgrades first and then reports
    ``InternalError`` on the status channel; on the legacy path the kubelet answers ``500`` text.
 7. a subprotocol both sides know (v5 path: only v5) -> 403, empty body
+
+Before all of these, an upgrade refusal armed with ``cluster.faults.refuse_exec`` answers its
+status (an API server refuses RBAC and authentication before it looks at the pod).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from kuber_exec_core.channels import choose_subprotocol
 from kuber_exec_core.server import parse_exec_query, server_subprotocols, status_failure
 
 from ._cluster import Cluster, PodObject
+from ._faults import Faults
 from ._rest import RestResponse, status_response
 
 __all__ = ["ExecPlan", "plan_exec"]
@@ -37,6 +41,7 @@ class ExecPlan:
     ``failure`` is a Status to send instead of running anything (the container is not running).
     ``empty_protocol_header`` is true when the client offered no subprotocol: the legacy server
     then answers with an empty ``Sec-WebSocket-Protocol`` header (docs/protocol.md).
+    ``faults`` are the cluster's (the session takes its drop, holds and process kills there).
     """
 
     pod: PodObject
@@ -46,6 +51,7 @@ class ExecPlan:
     subprotocol: Subprotocol
     empty_protocol_header: bool
     failure: bytes | None
+    faults: Faults
 
 
 def _container(pod: PodObject, name: str | None) -> str | RestResponse:
@@ -83,6 +89,9 @@ def plan_exec(
             "MethodNotAllowed",
             "the server does not allow this method on the requested resource",
         )
+    refusal = cluster.faults.take_refusal(namespace, pod_name)
+    if refusal is not None:
+        return status_response(*refusal)
     pod = cluster.pod(namespace, pod_name)
     if pod is None:
         return status_response(
@@ -135,4 +144,5 @@ def plan_exec(
         failure=(
             status_failure(f"unable to upgrade connection: {failure_text}") if not_running else None
         ),
+        faults=cluster.faults,
     )

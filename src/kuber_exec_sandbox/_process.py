@@ -155,6 +155,11 @@ class ChildProcess:
         self._stdin_open = stdin is not None
         registry.add(process.pid)
 
+    @property
+    def pid(self) -> int:
+        """The child's pid, which is also its process group (it starts a session)."""
+        return self._process.pid
+
     async def write_stdin(self, data: bytes) -> None:
         """Write to the process's stdin; blocks while its pipe is full (the server's backpressure).
 

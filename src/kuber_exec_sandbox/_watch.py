@@ -7,8 +7,9 @@ given), ``BOOKMARK`` every ``bookmark_interval`` seconds when ``allowWatchBookma
 (carrying only ``metadata.resourceVersion``), and, after a
 :meth:`~kuber_exec_sandbox.Cluster.compact`, an ``ERROR`` event whose Status has code ``410``,
 which ends the stream. A watch from a resourceVersion older than the history is answered
-``410 Gone`` (reason ``Expired``) at once. ``timeoutSeconds`` ends the stream cleanly;
-:meth:`~kuber_exec_sandbox.Cluster.drop_watches` drops it without ending the body.
+``410 Gone`` (reason ``Expired``) at once, and so is any watch while
+``cluster.faults.answer_watches_gone`` has requests armed. ``timeoutSeconds`` ends the stream
+cleanly; :meth:`~kuber_exec_sandbox.Cluster.drop_watches` drops it without ending the body.
 
 Waiting is on the server's trio loop: a :class:`WatchHub` is woken by every
 :meth:`~kuber_exec_sandbox.Cluster.touch` (from whichever thread touched, through the trio token),
@@ -174,6 +175,9 @@ def plan_watch(
         journal = journal_of(cluster)
         journal.watched(namespace)
         journal.refresh()
+        if cluster.faults.take_gone_watch():
+            expired = _expired(version or 0, journal.oldest_valid)
+            return RestResponse(410, json.dumps(expired).encode())
         initial: list[bytes] = []
         if version is None or version == 0:
             # "Any version": the current state as ADDED events, then changes from there.

@@ -146,6 +146,16 @@ class WebSocket:
             with trio.CancelScope(shield=True):
                 await self._stream.aclose()
 
+    async def drop(self) -> None:
+        """End the connection without a Close frame, as a broken network does: half-close TCP
+        (the client reads what was sent, then end of stream), drain briefly, close the socket."""
+        self._closed = True
+        try:
+            await self._linger()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._stream.aclose()
+
     async def _linger(self) -> None:
         # Half-close, then read and drop until the client closes (bounded): closing a socket with
         # unread input sends a TCP reset, which can destroy the client's unread last frames.

@@ -171,7 +171,11 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
             asyncio.run(_serve(sandbox.url, listener, audit, limits, args, stdout))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except (AssetsMissingError, OSError) as error:
+    except AssetsMissingError as error:
+        # An ExecError: its str already starts with its code.
+        sys.stderr.write(f"kuber-exec web: {error}\n")
+        return EXIT_USAGE
+    except OSError as error:
         sys.stderr.write(f"kuber-exec web: EXEC_FAILED: {error}\n")
         return EXIT_USAGE
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import kuber_exec_core
 
-from .clirun import RUN_TIMEOUT_SECONDS, cli_env, run_cli, skip_or_fail, spawn_cli
+from .clirun import KUBER_EXEC, RUN_TIMEOUT_SECONDS, cli_env, run_cli, skip_or_fail, spawn_cli
 
 
 def test_version() -> None:
@@ -100,3 +100,19 @@ def test_the_console_script() -> None:
         check=False,
     )
     assert (done.returncode, done.stdout) == (0, b"via the script\n")
+
+
+def test_web_without_xterm_says_so_once_with_one_code(tmp_path: Path) -> None:
+    env = {**cli_env(), "KUBER_EXEC_WEB_ASSETS": str(tmp_path)}
+    done = subprocess.run(
+        [*KUBER_EXEC, "web", "--sandbox", "--port", "0"],
+        capture_output=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        env=env,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert done.stderr.startswith(
+        f"kuber-exec web: EXEC_FAILED: xterm.js is not installed in {tmp_path}: ".encode()
+    )
+    assert done.stderr.count(b"EXEC_FAILED") == 1

@@ -22,7 +22,13 @@ REFERENCE = ROOT / "docs" / "reference"
 DIRECTIVE = re.compile(r"^::: ([A-Za-z_][\w.]*)\s*$", re.MULTILINE)
 
 #: The documented import packages; their public submodules are found, not listed.
-TOP_PACKAGES = ("kuber_exec_core", "kuber_exec_anyio", "kuber_exec_trio", "kuber_exec_asyncio")
+TOP_PACKAGES = (
+    "kuber_exec_core",
+    "kuber_exec_anyio",
+    "kuber_exec_trio",
+    "kuber_exec_asyncio",
+    "kuber_exec_pytest",
+)
 
 
 def public_modules() -> list[str]:

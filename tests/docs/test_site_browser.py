@@ -127,6 +127,80 @@ def test_the_home_and_benchmark_pages_show_their_pictures(site: Path) -> None:
         _only_loopback(base_url, requested)
 
 
+def test_the_reference_hides_dunder_methods_but_the_protocol_ones(site: Path) -> None:
+    with serve_directory(site) as base_url, chromium_page() as page:
+        page.goto(base_url + "reference/service/")
+        page.locator('[id="kuber_exec_anyio.ExecService"]').wait_for(state="visible")
+        ids = page.eval_on_selector_all("[id]", "nodes => nodes.map(node => node.id)")
+        members = [name for name in ids if name.startswith("kuber_exec_")]
+        dunders = sorted(name for name in members if name.rsplit(".", 1)[-1].startswith("__"))
+        # What `async with`, `async for` and a call rely on stays; __repr__, __init__ and the
+        # like (not the contract) are gone.
+        assert dunders == [
+            "kuber_exec_anyio.InteractiveSession.__aiter__",
+            "kuber_exec_anyio.InteractiveSession.__anext__",
+            "kuber_exec_anyio.JsonLinesAuditLog.__call__",
+            "kuber_exec_anyio.KubernetesBackend.__aenter__",
+            "kuber_exec_anyio.KubernetesBackend.__aexit__",
+            "kuber_exec_anyio.transport.ExecConnector.__call__",
+        ]
+
+
+def _rgba(css: str) -> tuple[float, float, float, float]:
+    parts = [float(v) for v in css[css.index("(") + 1 : css.index(")")].split(",")]
+    return (parts[0], parts[1], parts[2], parts[3] if len(parts) == 4 else 1.0)
+
+
+def _luminance(rgb: tuple[float, float, float]) -> float:
+    def channel(value: float) -> float:
+        c = value / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    red, green, blue = (channel(v) for v in rgb)
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue
+
+
+def _contrast(text: str, opacity: float, background: str) -> float:
+    """WCAG contrast of ``text`` (drawn at ``opacity``) over the opaque ``background``."""
+    *fore, alpha = _rgba(text)
+    *back, _ = _rgba(background)
+    alpha *= opacity
+    seen = tuple(f * alpha + b * (1 - alpha) for f, b in zip(fore, back, strict=True))
+    lighter, darker = sorted((_luminance(seen), _luminance(tuple(back))), reverse=True)  # type: ignore[arg-type]
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+@pytest.mark.parametrize(("scheme", "palette"), [("light", "default"), ("dark", "slate")])
+def test_the_top_tabs_are_readable_in_both_themes(site: Path, scheme: str, palette: str) -> None:
+    with serve_directory(site) as base_url, chromium_page(width=1400, height=500) as page:
+        page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+        page.goto(base_url + "platform-testing/")
+        page.locator(".md-tabs").wait_for(state="visible")
+        assert page.locator("body").get_attribute("data-md-color-scheme") == palette
+        tabs = page.eval_on_selector_all(
+            ".md-tabs__item",
+            """items => items.map(item => {
+                const link = item.querySelector('.md-tabs__link');
+                const style = getComputedStyle(link);
+                return {text: link.textContent.trim(), active: item.classList.contains(
+                    'md-tabs__item--active'), color: style.color, opacity: style.opacity,
+                    weight: style.fontWeight, underline: style.textDecorationLine};
+            })""",
+        )
+        background = page.eval_on_selector(
+            ".md-tabs", "tabs => getComputedStyle(tabs).backgroundColor"
+        )
+        assert [tab["text"] for tab in tabs if tab["active"]] == ["Guides"]
+        for tab in tabs:
+            ratio = _contrast(tab["color"], float(tab["opacity"]), background)
+            assert ratio >= 4.5, (tab, background, ratio)  # WCAG AA for normal text
+        # The current tab is told apart by weight and underline, not by faintness.
+        (active,) = [tab for tab in tabs if tab["active"]]
+        assert int(active["weight"]) >= 700
+        assert "underline" in active["underline"]
+        screenshot(page, f"docs-tabs-{scheme}", full_page=False)
+
+
 def _only_loopback(base_url: str, requested: list[str]) -> None:
     foreign = [
         url for url in requested if not url.startswith((base_url, "data:", "blob:", "about:"))

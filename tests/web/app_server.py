@@ -97,12 +97,11 @@ class IdleCuttingProxy:
 class DemoProcess:
     """``kuber-exec web --sandbox`` in a child process; its URL, token, output and RSS."""
 
-    def __init__(self, *options: str, audit_log: Path) -> None:
+    def __init__(self, *options: str, audit_log: Path, command: tuple[str, ...] = ()) -> None:
+        # ``command``: how to start kuber-exec (default: this interpreter's kuber_exec_cli).
         self.process = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "kuber_exec_cli",
+                *(command or (sys.executable, "-m", "kuber_exec_cli")),
                 "web",
                 "--sandbox",
                 "--audit-log",
