@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kuber_exec_core import Workspace
+from kuber_exec_core import ExecError, ExecErrorCode, Workspace
 
 from ._target import KuberTarget
 from ._thread import SandboxThread
@@ -130,7 +130,8 @@ class KuberSandbox:
         killed (see ``kuber_exec_sandbox.Cluster.end_pod``).
 
         Raises:
-            KeyError: no such pod; ValueError: ``pod`` is omitted and there is not exactly one.
+            ExecError: ``EXEC_INVALID`` when ``pod`` is omitted and there is not exactly one;
+                as ``Cluster.end_pod`` for no such pod.
         """
         name = pod if pod is not None else self._only_pod(target)
         return self.cluster.end_pod(target.workspace.project, name)
@@ -140,7 +141,8 @@ class KuberSandbox:
         stays. Returns how many were killed (``kuber_exec_sandbox.Faults.kill_processes``).
 
         Raises:
-            ValueError: ``pod`` is omitted and the target has not exactly one pod.
+            ExecError: ``EXEC_INVALID`` when ``pod`` is omitted and the target has not exactly
+                one pod.
         """
         name = pod if pod is not None else self._only_pod(target)
         return self.faults.kill_processes(target.workspace.project, name)
@@ -148,7 +150,10 @@ class KuberSandbox:
     def _only_pod(self, target: KuberTarget) -> str:
         pods = self.pods(target)
         if len(pods) != 1:
-            raise ValueError(f"{target.deployment} has {len(pods)} pods: name the one to end")
+            raise ExecError(
+                ExecErrorCode.INVALID,
+                f"{target.deployment} has {len(pods)} pods: name the one to end",
+            )
         return pods[0].name
 
     @property

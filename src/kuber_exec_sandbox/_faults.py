@@ -32,6 +32,8 @@ import threading
 import attrs
 import trio
 
+from kuber_exec_core import ExecError, ExecErrorCode
+
 __all__ = ["Faults", "Gate"]
 
 _REASONS = {
@@ -70,7 +72,9 @@ def _default_message(status: int, namespace: str, pod: str) -> str:
 
 def _check_times(times: int | None) -> int | None:
     if times is not None and (isinstance(times, bool) or not isinstance(times, int) or times < 1):
-        raise ValueError("times must be a positive integer, or None for every request")
+        raise ExecError(
+            ExecErrorCode.INVALID, "times must be a positive integer, or None for every request"
+        )
     return times
 
 
@@ -183,11 +187,13 @@ class Faults:
         ``forbidden`` text for 403).
 
         Raises:
-            ValueError: ``status`` is not an HTTP error status (400-599), or ``times`` is not
-                positive.
+            ExecError: ``EXEC_INVALID`` when ``status`` is not an HTTP error status (400-599),
+                or ``times`` is not positive.
         """
         if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
-            raise ValueError("status must be an HTTP error status, 400 to 599")
+            raise ExecError(
+                ExecErrorCode.INVALID, "status must be an HTTP error status, 400 to 599"
+            )
         armed = _Armed(namespace, pod, _check_times(times), status=status, message=message)
         with self._lock:
             self._refusals.append(armed)
@@ -206,10 +212,11 @@ class Faults:
         command is killed. A command that writes less than ``nbytes`` ends normally.
 
         Raises:
-            ValueError: ``nbytes`` is negative, or ``times`` is not positive.
+            ExecError: ``EXEC_INVALID`` when ``nbytes`` is negative, or ``times`` is not
+                positive.
         """
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
-            raise ValueError("nbytes must be a non-negative integer")
+            raise ExecError(ExecErrorCode.INVALID, "nbytes must be a non-negative integer")
         armed = _Armed(namespace, pod, _check_times(times), nbytes=nbytes)
         with self._lock:
             self._drops.append(armed)
@@ -220,7 +227,7 @@ class Faults:
         point was compacted away. LISTs are served as before.
 
         Raises:
-            ValueError: ``times`` is not positive.
+            ExecError: ``EXEC_INVALID`` when ``times`` is not positive.
         """
         times = _check_times(times)
         with self._lock:

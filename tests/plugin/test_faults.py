@@ -42,6 +42,13 @@ async def outcome(call: Any) -> Outcome:
     return result
 
 
+async def refusal(call: Any) -> ExecError:
+    """The ``ExecError`` ``call`` raises."""
+    with pytest.raises(ExecError) as raised:
+        await call
+    return raised.value
+
+
 async def frames_of(session: Any) -> list[ServerFrame]:
     with anyio.fail_after(WAIT):
         return [frame async for frame in session]
@@ -75,9 +82,11 @@ async def test_a_refused_upgrade_is_exec_failed_quoting_the_status(
     target = kuber_sandbox.add_workspace()
     pod = kuber_sandbox.pods(target)[0].name
     kuber_sandbox.faults.refuse_exec(status)
-    refused = await outcome(kuber_service.execute(target.request("true")))
-    message = f"Kubernetes API GET pods/exec failed with HTTP {status}: {detail.format(pod=pod)}"
-    assert refused == (ExecErrorCode.FAILED, message)
+    refused = await refusal(kuber_service.execute(target.request("true")))
+    # Asserted by structure (the code, the HTTP status) and the Status message quoted, not by
+    # the library's own wording around it.
+    assert (refused.code, refused.http_status) == (ExecErrorCode.FAILED, status)
+    assert refused.message.endswith(f": {detail.format(pod=pod)}")
     assert kuber_sandbox.faults.refused_execs == 1
     assert kuber_sandbox.live_processes == 0  # nothing started
     # Armed for one request: the next exec runs.
@@ -90,11 +99,9 @@ async def test_a_refusal_names_its_pod_and_counts_its_times(
     target = kuber_sandbox.add_workspace(pods=[PodSpec(name="a"), PodSpec(name="b")])
     kuber_sandbox.faults.refuse_exec(403, "no exec for you", pod="a", times=2)
     for _ in range(2):
-        refused = await outcome(kuber_service.execute(target.request("true")))
-        assert refused == (
-            ExecErrorCode.FAILED,
-            "Kubernetes API GET pods/exec failed with HTTP 403: no exec for you",
-        )
+        refused = await refusal(kuber_service.execute(target.request("true")))
+        assert (refused.code, refused.http_status) == (ExecErrorCode.FAILED, 403)
+        assert refused.message.endswith(": no exec for you")
     result = await kuber_service.execute(target.request("sh", "-c", "echo $HOSTNAME"))
     assert result.stdout == b"a\n"
     assert kuber_sandbox.faults.refused_execs == 2
@@ -108,21 +115,19 @@ async def test_a_refused_upgrade_fails_open_interactive_on_entry(
     with pytest.raises(ExecError) as raised:
         async with kuber_service.open_interactive(target.request("sh")):
             pytest.fail("the session opened")
-    assert (raised.value.code, raised.value.message) == (
-        ExecErrorCode.FAILED,
-        "Kubernetes API GET pods/exec failed with HTTP 401: Unauthorized",
-    )
+    assert (raised.value.code, raised.value.http_status) == (ExecErrorCode.FAILED, 401)
+    assert raised.value.message.endswith(": Unauthorized")
 
 
 def test_refusals_need_an_error_status_and_positive_times(kuber_sandbox: KuberSandbox) -> None:
     faults = kuber_sandbox.faults
     for status in (200, 399, 600, True):
-        with pytest.raises(ValueError, match="HTTP error status"):
+        with pytest.raises(ExecError, match="HTTP error status"):
             faults.refuse_exec(status)
     for times in (0, -1, True):
-        with pytest.raises(ValueError, match="times must be a positive integer"):
+        with pytest.raises(ExecError, match="times must be a positive integer"):
             faults.refuse_exec(403, times=times)
-    with pytest.raises(ValueError, match="nbytes must be a non-negative integer"):
+    with pytest.raises(ExecError, match="nbytes must be a non-negative integer"):
         faults.drop_exec_after(-1)
 
 
@@ -295,6 +300,6 @@ async def test_a_session_in_a_pod_that_goes_away_ends_137_and_the_next_exec_reta
 
 def test_ending_a_pod_needs_a_pod_to_name(kuber_sandbox: KuberSandbox) -> None:
     target = kuber_sandbox.add_workspace(pods=2)
-    with pytest.raises(ValueError, match="app has 2 pods: name the one to end"):
+    with pytest.raises(ExecError, match="app has 2 pods: name the one to end"):
         kuber_sandbox.end_pod(target)
     assert kuber_sandbox.kill_processes(target, kuber_sandbox.pods(target)[0].name) == 0
