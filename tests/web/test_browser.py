@@ -134,6 +134,9 @@ def test_ctrl_c_interrupts_a_sleep(page: Page, demo: DemoProcess) -> None:
     _wait_for_screen(page, "\nsleeping")
     started = time.monotonic()
     page.keyboard.press("Control+C")  # The TTY's line discipline turns it into SIGINT.
+    # Wait for the shell's next prompt, so that the line typed next is the shell's (typed while
+    # sleep still ran, the TTY would echo it before the prompt and the answer would follow it).
+    _wait_for_screen(page, "^C\n# ")
     _type(page, "echo status $?")
     _wait_for_screen(page, "\nstatus 130")
     assert time.monotonic() - started < 30  # Well before the sleep's 60 s.
