@@ -46,6 +46,7 @@ from ._tar_reader import MemberData as MemberData
 from ._tar_reader import MemberEnd as MemberEnd
 from ._tar_reader import TarEvent as TarEvent
 from ._tar_reader import TarReader as TarReader
+from ._tar_writer import TarWriter as TarWriter
 
 __all__ = [
     # Reading
@@ -57,6 +58,8 @@ __all__ = [
     "MemberEnd",
     "ArchiveEnd",
     "MAX_DATA_EVENT_BYTES",
+    # Writing
+    "TarWriter",
     # Budgets and errors
     "TarLimits",
     "TarError",
