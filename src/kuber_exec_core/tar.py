@@ -40,6 +40,10 @@ from ._tar import TarError as TarError
 from ._tar import TarKind as TarKind
 from ._tar import TarLimits as TarLimits
 from ._tar import TarMember as TarMember
+from ._tar_policy import Extraction as Extraction
+from ._tar_policy import ExtractionPolicy as ExtractionPolicy
+from ._tar_policy import Skipped as Skipped
+from ._tar_policy import SymlinkRule as SymlinkRule
 from ._tar_reader import MAX_DATA_EVENT_BYTES as MAX_DATA_EVENT_BYTES
 from ._tar_reader import ArchiveEnd as ArchiveEnd
 from ._tar_reader import MemberData as MemberData
@@ -60,6 +64,11 @@ __all__ = [
     "MAX_DATA_EVENT_BYTES",
     # Writing
     "TarWriter",
+    # Extracting
+    "ExtractionPolicy",
+    "Extraction",
+    "Skipped",
+    "SymlinkRule",
     # Budgets and errors
     "TarLimits",
     "TarError",
