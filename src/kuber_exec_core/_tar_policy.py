@@ -1,9 +1,10 @@
 """What of an untrusted archive may be extracted, and where: pure rules, no file system.
 
 ``kubectl cp`` trusted the archive a container's ``tar c`` wrote, and a hostile container wrote
-outside the destination four times over: with ``..`` (CVE-2018-1002100), with a symlink and then
-a file through it (CVE-2019-1002101, CVE-2019-11246), and with ``..`` inside symlink targets
-(CVE-2019-11249). :class:`ExtractionPolicy` is the rule set that makes those shapes impossible.
+outside the destination five times over: with ``..`` (CVE-2018-1002100), with a symlink and then
+a file through it (CVE-2019-1002101, CVE-2019-11246), with ``..`` inside symlink targets
+(CVE-2019-11249) and with two symlinks combined (CVE-2019-11251). :class:`ExtractionPolicy` is
+the rule set that makes those shapes impossible.
 It sees only the members (``TarMember``); it remembers what it has allowed so far (its view of
 the destination, built from this archive alone) and answers each member with an
 :class:`Extraction` (what to create, at which safe relative path) or a :class:`Skipped`, or
@@ -28,7 +29,8 @@ The rules, in the order they are checked:
    (``a/../b`` is refused: ``a`` could be a symlink, so ``..`` would not undo it) and no higher
    than the link's own directory is deep. Such a link resolves inside the destination wherever
    it is followed, whatever the other links are, because every link's parents are real
-   directories (rule 4) and every target only climbs from there.
+   directories (rule 4) and every target only climbs from there: two links cannot combine into
+   an escape (CVE-2019-11251).
 7. Hard links: the target is an earlier member's path (the same rules as names) that this
    archive extracted as a file; a directory, a symlink, something skipped or not yet extracted
    is refused.
@@ -64,7 +66,8 @@ class SymlinkRule(enum.Enum):
     #: Extract the links that stay inside; skip the others (each a :class:`Skipped`, for the
     #: caller to report), as for a tree holding absolute links, such as a virtualenv.
     SKIP_ESCAPING = "skip-escaping"
-    #: Extract no symlink at all (each a :class:`Skipped`): what ``kubectl cp`` does since 1.16.
+    #: Extract no symlink at all (each a :class:`Skipped`): what ``kubectl cp`` does since 1.16
+    #: (the fix for CVE-2019-11251).
     SKIP_ALL = "skip-all"
 
 
@@ -379,7 +382,7 @@ class ExtractionPolicy:
             elif named:
                 return target, (
                     "the target climbs back out of a directory it named ('a/../b'), "
-                    "which a symlink at 'a' would redirect (CVE-2019-11249)"
+                    "which a symlink at 'a' would redirect (CVE-2019-11249, CVE-2019-11251)"
                 )
             else:
                 climbs += 1

@@ -89,6 +89,7 @@ class ArchiveEnd:
 
 
 TarEvent = TarMember | MemberData | MemberEnd | ArchiveEnd
+"""What :meth:`TarReader.next_event` returns when it is not ``NEED_DATA``."""
 
 
 class _State(enum.Enum):

@@ -248,7 +248,11 @@ def test_symlinks_that_stay_inside_are_extracted(path: str, target: str) -> None
         ("l", "..", "points outside the destination"),
         ("a/l", "../..", "points outside"),
         ("a/b/l", "../../../x", "points outside"),
-        ("l", "x/../y", "climbs back out of a directory it named .* \\(CVE-2019-11249\\)"),
+        (
+            "l",
+            "x/../y",
+            "climbs back out of a directory it named .* \\(CVE-2019-11249, CVE-2019-11251\\)",
+        ),
         ("a/b/l", "x/../..", "climbs back out"),
         ("l", "", "an empty target"),
         ("l", "x\0y", "the target holds a NUL byte"),
