@@ -220,9 +220,6 @@ def encode_name(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-_OCTAL_DIGITS = b"01234567"
-
-
 def parse_number(field: bytes | memoryview) -> int | None:
     """A header's number field: octal text, or GNU base-256. ``None`` if it is neither.
 
@@ -230,16 +227,21 @@ def parse_number(field: bytes | memoryview) -> int | None:
     every tar writes it. Base-256 starts with ``0x80`` (positive) or ``0xff`` (negative, two's
     complement over the whole field).
     """
-    raw = bytes(field)
+    raw = field if isinstance(field, bytes) else bytes(field)
     first = raw[0]
     if first == 0x80:
         return int.from_bytes(raw[1:], "big")
     if first == 0xFF:
         return int.from_bytes(raw, "big", signed=True)
     text = raw.split(b"\0", 1)[0].strip(b" ")
-    if text.translate(None, _OCTAL_DIGITS):
+    if not text:
+        return 0
+    if not text.isdigit():  # int() would take signs, underscores and inner spaces
         return None
-    return int(text, 8) if text else 0
+    try:
+        return int(text, 8)
+    except ValueError:  # an 8 or a 9
+        return None
 
 
 _SIGNED = struct.Struct("148b8x356b")

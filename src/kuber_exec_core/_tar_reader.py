@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import enum
 import re
+import struct
 from collections.abc import Mapping
 from typing import Literal
 
@@ -57,6 +58,8 @@ MAX_DATA_EVENT_BYTES = 1024 * 1024
 _EMPTY = memoryview(b"")
 _NO_RECORDS: Mapping[str, str] = {}
 _METADATA_TYPES = frozenset({b"x", b"g", b"L", b"K"})
+# The header's fields, in order; NUL padding is left for each field's own reading.
+_HEADER = struct.Struct("100s8s8s8s12s12s8sc100s6s2s32s32s8s8s155s12x")
 _USTAR_MAGIC = b"ustar\x00"
 #: pax numbers: decimal, bounded in length (int() of a million digits is slow, and Python
 #: refuses more than 4,300).
@@ -104,6 +107,26 @@ class _State(enum.Enum):
 def _field(raw: bytes, start: int, stop: int) -> bytes:
     """A NUL-terminated text field."""
     return raw[start:stop].split(b"\0", 1)[0]
+
+
+def _header_number(field: bytes, what: str, name: str, start: int) -> int:
+    value = parse_number(field)
+    if value is None:
+        raise TarError(f"the header's {what} field is malformed", member=name, offset=start)
+    return value
+
+
+def _pax_integer(pax: Mapping[str, str], key: str, fallback: int, name: str, start: int) -> int:
+    text = pax.get(key)
+    if not text:
+        return fallback
+    if not _PAX_INTEGER.fullmatch(text):
+        raise TarError(
+            f"the pax record {key}={text[:40]!r} is not a non-negative integer",
+            member=name,
+            offset=start,
+        )
+    return int(text)
 
 
 def _pax_time(text: str) -> int | None:
@@ -366,21 +389,27 @@ class TarReader:
             self._state = _State.ZERO
             return None
         raw = bytes(block)
-        where = f"header of member #{self._members + 1}"
         stored = parse_number(raw[148:156])
         if stored is None:
-            raise TarError(f"the {where} has no checksum: not a tar archive?", offset=offset)
+            raise TarError(
+                f"the header of member #{self._members + 1} has no checksum: not a tar archive?",
+                offset=offset,
+            )
         actual = unsigned_checksum(raw)
         if stored != actual and stored != signed_checksum(raw):
             hint = " (not a tar archive?)" if offset == 0 else ""
             raise TarError(
-                f"bad checksum in the {where}: it states {stored}, its bytes sum to {actual}{hint}",
+                f"bad checksum in the header of member #{self._members + 1}: it states "
+                f"{stored}, its bytes sum to {actual}{hint}",
                 offset=offset,
             )
         typeflag = raw[156:157]
         size = parse_number(raw[124:136])
         if size is None or size < 0:
-            raise TarError(f"the {where} has a malformed size field", offset=offset)
+            raise TarError(
+                f"the header of member #{self._members + 1} has a malformed size field",
+                offset=offset,
+            )
         if typeflag in _METADATA_TYPES:
             self._start_metadata(typeflag, size, offset)
             return None
@@ -435,65 +464,81 @@ class TarReader:
             )
 
     def _member_from(self, raw: bytes, typeflag: bytes, size: int, offset: int) -> TarMember:
+        (
+            name_field,
+            mode_field,
+            uid_field,
+            gid_field,
+            _,  # size: read by _header
+            mtime_field,
+            _,  # checksum: checked by _header
+            _,  # typeflag
+            link_field,
+            magic,
+            _,  # version
+            uname_field,
+            gname_field,
+            major_field,
+            minor_field,
+            prefix_field,
+        ) = _HEADER.unpack(raw)
         # Usually neither is set: share one empty mapping rather than copy per member.
         pax: Mapping[str, str] = (
             {**self._global, **self._pax} if self._global else self._pax or _NO_RECORDS
         )
         start = offset if self._metadata_offset is None else self._metadata_offset
-        ustar = raw[257:263] == _USTAR_MAGIC
         if pax.get("path"):
             name = pax["path"]
         elif self._long_name is not None:
             name = decode_name(self._long_name)
         else:
-            prefix = _field(raw, 345, 500) if ustar else b""
-            base = _field(raw, 0, 100)
+            base = name_field.split(b"\0", 1)[0]
+            prefix = prefix_field.split(b"\0", 1)[0] if magic == _USTAR_MAGIC else b""
             name = decode_name(prefix + b"/" + base if prefix else base)
         if pax.get("linkpath"):
             linkname = pax["linkpath"]
         elif self._long_link is not None:
             linkname = decode_name(self._long_link)
         else:
-            linkname = decode_name(_field(raw, 157, 257))
+            linkname = decode_name(link_field.split(b"\0", 1)[0])
 
-        def fail(message: str) -> TarError:
-            return TarError(message, member=name, offset=start)
-
-        def number(start_byte: int, stop_byte: int, what: str) -> int:
-            value = parse_number(raw[start_byte:stop_byte])
-            if value is None:
-                raise fail(f"the header's {what} field is malformed")
-            return value
-
-        def pax_integer(key: str, fallback: int) -> int:
-            text = pax.get(key)
-            if not text:
-                return fallback
-            if not _PAX_INTEGER.fullmatch(text):
-                raise fail(f"the pax record {key}={text[:40]!r} is not a non-negative integer")
-            return int(text)
-
+        mode = _header_number(mode_field, "mode", name, start)
+        uid = _header_number(uid_field, "uid", name, start)
+        gid = _header_number(gid_field, "gid", name, start)
+        mtime = _header_number(mtime_field, "mtime", name, start)
         kind = kind_of(typeflag)
         if kind is TarKind.FILE and typeflag == b"\0" and name.endswith("/"):
             kind = TarKind.DIRECTORY  # old (V7) tars mark a directory only by its slash
-        if kind is TarKind.FILE and any(key.startswith("GNU.sparse.") for key in pax):
-            kind = TarKind.SPARSE
-        mode = number(100, 108, "mode") & 0o7777
-        uid = pax_integer("uid", number(108, 116, "uid"))
-        gid = pax_integer("gid", number(116, 124, "gid"))
-        size = pax_integer("size", size)
-        mtime = number(136, 148, "mtime")
-        if pax.get("mtime"):
-            pax_mtime = _pax_time(pax["mtime"])
-            if pax_mtime is None:
-                raise fail(f"the pax record mtime={pax['mtime'][:40]!r} is not a time")
-            mtime = pax_mtime
+        uname = gname = ""
+        if pax:
+            if kind is TarKind.FILE and any(key.startswith("GNU.sparse.") for key in pax):
+                kind = TarKind.SPARSE
+            uid = _pax_integer(pax, "uid", uid, name, start)
+            gid = _pax_integer(pax, "gid", gid, name, start)
+            size = _pax_integer(pax, "size", size, name, start)
+            if pax.get("mtime"):
+                pax_mtime = _pax_time(pax["mtime"])
+                if pax_mtime is None:
+                    raise TarError(
+                        f"the pax record mtime={pax['mtime'][:40]!r} is not a time",
+                        member=name,
+                        offset=start,
+                    )
+                mtime = pax_mtime
+            uname = pax.get("uname", "")
+            gname = pax.get("gname", "")
         devmajor = devminor = 0
-        if kind in (TarKind.CHAR_DEVICE, TarKind.BLOCK_DEVICE):
-            devmajor = number(329, 337, "devmajor")
-            devminor = number(337, 345, "devminor")
-        uname = pax.get("uname") or decode_name(_field(raw, 265, 297))
-        gname = pax.get("gname") or decode_name(_field(raw, 297, 329))
+        if kind is TarKind.CHAR_DEVICE or kind is TarKind.BLOCK_DEVICE:
+            major = parse_number(major_field)
+            minor = parse_number(minor_field)
+            if major is None or minor is None:
+                raise TarError(
+                    "the header's device fields are malformed", member=name, offset=start
+                )
+            devmajor, devminor = major, minor
+        uname = uname or decode_name(uname_field.split(b"\0", 1)[0])
+        gname = gname or decode_name(gname_field.split(b"\0", 1)[0])
+        mode &= 0o7777
         data_size = size if kind.has_data else 0
         member = TarMember(
             name=name,

@@ -20,6 +20,7 @@ busybox read. The output depends only on the calls: no clock, no user database, 
 from __future__ import annotations
 
 import enum
+import struct
 
 from ._errors import ExecError, ExecErrorCode
 from ._tar import BLOCK, ZERO_BLOCK, encode_name
@@ -27,6 +28,10 @@ from ._tar import BLOCK, ZERO_BLOCK, encode_name
 __all__ = ["TarWriter"]
 
 _PAX_NAME = b"././@PaxHeader"
+# The header's fields, in order: struct pads each text with NULs (and cuts what is too long, which
+# only happens where a pax record holds the whole value).
+_HEADER = struct.Struct("100s8s8s8s12s12s8sc100s8s32s32s8s8s155s12x")
+_ZERO_8 = b"0000000\0"
 _MAX_OCTAL_8 = 0o7777777  # 7 digits and a NUL
 _MAX_OCTAL_12 = 0o77777777777  # 11 digits and a NUL: 8 GiB - 1
 
@@ -43,10 +48,6 @@ def _invalid(message: str) -> ExecError:
 
 def _octal(value: int, width: int) -> bytes:
     return b"%0*o\0" % (width - 1, value)
-
-
-def _text_field(data: bytes, width: int) -> bytes:
-    return data[:width].ljust(width, b"\0")
 
 
 def _pax_record(key: str, value: bytes) -> bytes:
@@ -355,25 +356,23 @@ def _header(
     prefix: bytes,
 ) -> bytes:
     block = bytearray(
-        b"".join(
-            (
-                _text_field(name, 100),
-                mode,
-                uid,
-                gid,
-                size,
-                mtime,
-                b" " * 8,
-                typeflag,
-                _text_field(linkname, 100),
-                b"ustar\x0000",
-                _text_field(uname, 32),
-                _text_field(gname, 32),
-                _octal(0, 8),
-                _octal(0, 8),
-                _text_field(prefix, 155),
-            )
-        ).ljust(BLOCK, b"\0")
+        _HEADER.pack(
+            name,
+            mode,
+            uid,
+            gid,
+            size,
+            mtime,
+            b" " * 8,
+            typeflag,
+            linkname,
+            b"ustar\x0000",
+            uname,
+            gname,
+            _ZERO_8,
+            _ZERO_8,
+            prefix,
+        )
     )
     block[148:155] = b"%06o\0" % sum(block)
     return bytes(block)
