@@ -155,7 +155,7 @@ class TarMember:
     gname: str = ""
     devmajor: int = 0
     devminor: int = 0
-    pax_headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    pax_headers: Mapping[str, str] = attrs.field(factory=dict, repr=False, hash=False)
     index: int = 0
     offset: int = 0
 

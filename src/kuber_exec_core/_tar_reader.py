@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 import re
 import struct
+import types
 from collections.abc import Mapping
 from typing import Literal
 
@@ -56,7 +57,7 @@ __all__ = ["MAX_DATA_EVENT_BYTES", "ArchiveEnd", "MemberData", "MemberEnd", "Tar
 MAX_DATA_EVENT_BYTES = 1024 * 1024
 
 _EMPTY = memoryview(b"")
-_NO_RECORDS: Mapping[str, str] = {}
+_NO_RECORDS: Mapping[str, str] = types.MappingProxyType({})
 _METADATA_TYPES = frozenset({b"x", b"g", b"L", b"K"})
 # The header's fields, in order; NUL padding is left for each field's own reading.
 _HEADER = struct.Struct("100s8s8s8s12s12s8sc100s6s2s32s32s8s8s155s12x")

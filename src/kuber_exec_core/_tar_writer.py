@@ -10,6 +10,10 @@ only counts it), so an upload streams a file of any size in pieces of the caller
     out(writer.end_file())
     out(writer.finish())
 
+To know an archive's length before writing it (a v4 upload announces it), make the same calls
+on a second writer with :meth:`TarWriter.skip_data` in place of the data and read its
+``bytes_written``.
+
 The format is ustar, with a pax ``x`` record before a member whose name, link target, user or
 group name does not fit its field (or is not ASCII), or whose size, ids or mtime are out of the
 octal fields' range; a size over 8 GiB is also written base-256 in the header, which GNU tar and
@@ -132,6 +136,25 @@ class TarWriter:
         self._remaining -= length
         self._bytes_written += length
         return data
+
+    def skip_data(self, count: int) -> int:
+        """Count ``count`` bytes of the open file's data without them; returns ``count``.
+
+        For a writer that only measures an archive: a v4 upload must announce its exact size
+        before it starts (``head -c N | tar x``, since v4 cannot close stdin), so the size is
+        summed by a first writer given the same calls with ``skip_data`` for the data, whose
+        ``bytes_written`` after ``finish()`` is the real writer's final length.
+        """
+        if self._phase is not _Phase.DATA:
+            raise _invalid("skip_data() without an open file (call add_file() first)")
+        count = _checked_int(count, "count")
+        if count > self._remaining:
+            raise _invalid(
+                f"{self._name!r}: more data than the {self._size} bytes its header declared"
+            )
+        self._remaining -= count
+        self._bytes_written += count
+        return count
 
     def end_file(self) -> bytes:
         """The padding that closes the open file, once all of its declared data was written."""

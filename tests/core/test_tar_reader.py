@@ -19,6 +19,7 @@ from kuber_exec_core.tar import (
     MAX_DATA_EVENT_BYTES,
     ArchiveEnd,
     MemberData,
+    MemberEnd,
     TarError,
     TarKind,
     TarLimits,
@@ -476,3 +477,13 @@ def test_corrupted_archives_end_in_events_or_a_tar_error(
     raw[position % len(raw)] = value
     with contextlib.suppress(TarError):
         read_archive(bytes(raw), cuts)
+
+
+def test_members_are_hashable_and_share_no_mutable_state() -> None:
+    raw = raw_member(b"a") + pax_member({"comment": "c"}) + raw_member(b"b") + END
+    first, second = (read.member for read in read_archive(raw).members)
+    assert len({first, second, MemberEnd(first)}) == 3
+    assert dict(first.pax_headers) == {}
+    with pytest.raises(TypeError):
+        first.pax_headers["path"] = "x"  # type: ignore[index]
+    assert second.pax_headers == {"comment": "c"}

@@ -67,11 +67,10 @@ def entries(draw: st.DrawFn) -> Entry:
     )
 
 
-def write(items: list[Entry], cuts: list[int] | None = None) -> bytes:
-    writer = TarWriter()
+def _drive(writer: TarWriter, items: list[Entry], cuts: list[int], skip: bool) -> list[bytes]:
     out: list[bytes] = []
     for item in items:
-        common = {
+        common: dict[str, Any] = {
             "mode": item.mode,
             "mtime": item.mtime,
             "uid": item.uid,
@@ -80,22 +79,35 @@ def write(items: list[Entry], cuts: list[int] | None = None) -> bytes:
             "gname": item.gname,
         }
         if item.kind is TarKind.FILE:
-            out.append(writer.add_file(item.name, len(item.data), **common))  # type: ignore[arg-type]
-            out.extend(
-                bytes(writer.write_data(piece)) for piece in pieces(item.data, cuts or [1000])
-            )
+            out.append(writer.add_file(item.name, len(item.data), **common))
+            if skip:
+                writer.skip_data(len(item.data))
+            else:
+                out.extend(bytes(writer.write_data(piece)) for piece in pieces(item.data, cuts))
             out.append(writer.end_file())
         elif item.kind is TarKind.DIRECTORY:
-            out.append(writer.add_directory(item.name, **common))  # type: ignore[arg-type]
+            out.append(writer.add_directory(item.name, **common))
         elif item.kind is TarKind.SYMLINK:
-            out.append(writer.add_symlink(item.name, item.target, **common))  # type: ignore[arg-type]
+            out.append(writer.add_symlink(item.name, item.target, **common))
         else:
-            out.append(writer.add_hardlink(item.name, item.target, **common))  # type: ignore[arg-type]
+            out.append(writer.add_hardlink(item.name, item.target, **common))
     out.append(writer.finish())
-    raw = b"".join(out)
+    return out
+
+
+def write(items: list[Entry], cuts: list[int] | None = None) -> bytes:
+    writer = TarWriter()
+    raw = b"".join(_drive(writer, items, cuts or [1000], skip=False))
     assert writer.bytes_written == len(raw)
     assert len(raw) % BLOCK == 0
     return raw
+
+
+def measure(items: list[Entry]) -> int:
+    """The archive's length, from a writer given no data (``skip_data``)."""
+    writer = TarWriter()
+    _drive(writer, items, [], skip=True)
+    return writer.bytes_written
 
 
 @given(items=st.lists(entries(), max_size=6), cuts=cuts_strategy)
@@ -265,3 +277,23 @@ def test_pax_record_lengths_count_their_own_digits() -> None:
         records = header[BLOCK : BLOCK + size]
         declared, _, _ = records.partition(b" ")
         assert int(declared) == len(records)
+
+
+@given(items=st.lists(entries(), max_size=6))
+def test_a_measuring_writer_knows_the_archive_length_before_it_is_written(
+    items: list[Entry],
+) -> None:
+    assert measure(items) == len(write(items))
+
+
+def test_skip_data_is_checked_like_data() -> None:
+    writer = TarWriter()
+    with pytest.raises(ExecError, match="skip_data\\(\\) without an open file"):
+        writer.skip_data(1)
+    writer.add_file("f", 3)
+    with pytest.raises(ExecError, match="more data than the 3 bytes"):
+        writer.skip_data(4)
+    with pytest.raises(ExecError, match="count must be an integer of at least 0"):
+        writer.skip_data(-1)
+    writer.skip_data(3)
+    assert writer.end_file() == bytes(BLOCK - 3)
