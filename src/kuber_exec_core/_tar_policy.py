@@ -264,8 +264,10 @@ class ExtractionPolicy:
                 node = _Node.SKIPPED_SYMLINK
                 escape = "symlinks are not extracted"
             if node is _Node.SKIPPED_SYMLINK:
-                # Remembered, so that nothing is later written through where it would be.
-                self._record(keys, new_parents, node)
+                # Remembered, so that nothing is later written through where it would be; its
+                # parents are not, since nothing creates them: a later member under them gets
+                # them in its own new_parents.
+                self._view[key] = node
                 return Skipped(member=member, reason=f"symlink to {member.linkname!r}: {escape}")
         elif kind is TarKind.HARDLINK:
             link_target = self._hardlink_target(member.linkname, refuse)
@@ -333,8 +335,8 @@ class ExtractionPolicy:
     def _parents(self, parts: list[str], keys: list[str], refuse: _Refuse) -> tuple[str, ...]:
         """The parents of the path that are new to the view; refuses any that is not a directory.
 
-        A directory in the view has all its ancestors in the view as directories, so the walk
-        stops at the first one known.
+        Every directory and extracted member in the view has all its ancestors in the view as
+        directories (a skipped symlink may not), so the walk up stops at the first directory.
         """
         view = self._view
         missing: list[str] = []

@@ -243,6 +243,10 @@ class Escape(AssertionError):
     """The naive extractor touched something outside the destination."""
 
 
+class Inconsistent(AssertionError):
+    """A decision cannot be carried out as it stands: the policy's view is not the disk."""
+
+
 @attrs.define
 class ModelFS:
     """A tree of directories, files and symlinks under a world root, ``dest`` one directory.
@@ -321,44 +325,52 @@ class ModelFS:
         return path
 
     def apply(self, decision: Extraction) -> None:
-        """Do what ``decision`` says, following every symlink (a naive ``os`` extractor)."""
+        """Do what ``decision`` says, following every symlink (a naive ``os`` extractor).
+
+        The model starts empty, so every decision must be doable as it stands: a parent the
+        policy takes for an existing directory that is not one, or a "new" parent that exists,
+        means its view and the disk have come apart, which raises :class:`Inconsistent`.
+        """
         for new_parent in decision.new_parents:
             made = self._inside(self.resolve(DEST, new_parent, follow_last=True), "a parent")
             if made is None:
-                return
-            existing = self.nodes.get(self.key(made))
-            if existing is None:
-                self.nodes[self.key(made)] = "dir"
-            elif existing != "dir":
-                return  # mkdir fails: nothing is written
+                raise Inconsistent(
+                    f"the new parent {new_parent!r} of {decision.path!r} is unreachable"
+                )
+            if self.key(made) in self.nodes:
+                raise Inconsistent(f"the new parent {new_parent!r} of {decision.path!r} exists")
+            self.nodes[self.key(made)] = "dir"
         path = decision.path
         head, _, leaf = path.rpartition("/")
-        if decision.kind in (TarKind.FILE, TarKind.DIRECTORY):
-            place = self._inside(
-                self.resolve(DEST, path, follow_last=True), f"{decision.kind.value} {path!r}"
-            )
-            if place is None:
-                return
-            if decision.kind is TarKind.FILE:
-                self.nodes[self.key(place)] = "file"
-            else:
-                self.nodes.setdefault(self.key(place), "dir")
-            return
         directory = self._inside(
             self.resolve(DEST, head, follow_last=True), f"the parent of {path!r}"
         )
         if directory is None or self.nodes.get(self.key(directory)) != "dir":
-            return
+            raise Inconsistent(f"the parent of {path!r} is not a directory")
         created = (*directory, leaf)
-        if decision.kind is TarKind.SYMLINK:
+        existing = self.nodes.get(self.key(created))
+        if decision.kind is TarKind.DIRECTORY:
+            if existing not in (None, "dir"):
+                raise Inconsistent(f"the directory {path!r} is already a {existing}")
+            self.nodes[self.key(created)] = "dir"
+            self._inside(created, f"directory {path!r}")
+            return
+        if existing is not None:
+            raise Inconsistent(f"{path!r} already exists as a {existing}")
+        if decision.kind is TarKind.FILE:
+            # A naive open() follows a final symlink; there is none (checked above).
+            self.nodes[self.key(created)] = "file"
+            self._inside(created, f"file {path!r}")
+        elif decision.kind is TarKind.SYMLINK:
             self.nodes[self.key(created)] = "link"
             self.links[self.key(created)] = decision.link_target
-            return
-        source = self._inside(
-            self.resolve(DEST, decision.link_target, follow_last=False),
-            f"the hard link target of {path!r}",
-        )
-        if source is not None and self.nodes.get(self.key(source)) == "file":
+        else:
+            source = self._inside(
+                self.resolve(DEST, decision.link_target, follow_last=False),
+                f"the hard link target of {path!r}",
+            )
+            if source is None or self.nodes.get(self.key(source)) != "file":
+                raise Inconsistent(f"the hard link target of {path!r} is not a file")
             self.nodes[self.key(created)] = "file"
 
     def check_links_stay_inside(self) -> None:

@@ -27,6 +27,7 @@ from kuber_exec_core.tar import (
 
 from .tar_support import (
     Escape,
+    Inconsistent,
     ModelFS,
     Spec,
     cuts_strategy,
@@ -455,13 +456,27 @@ def test_the_model_catches_what_a_policy_without_rules_would_allow() -> None:
     # write through an escaping symlink) must trip it.
     model = ModelFS()
     model.apply(Extraction(member=member("l", LINK), kind=LINK, path="l", link_target="../etc"))
-    with pytest.raises(Escape, match="reached etc/passwd"):
+    with pytest.raises(Escape, match="the parent of 'l/passwd' reached etc"):
         model.apply(Extraction(member=member("l/passwd"), kind=FILE, path="l/passwd"))
     with pytest.raises(Escape, match="the symlink dest/l leads to etc"):
         model.check_links_stay_inside()
     chained = ModelFS()
-    for path, target in (("a/b/x", "../.."), ("a/b/l", "x/../..")):
+    for path, target, parents in (("a/b/x", "../..", ("a", "a/b")), ("a/b/l", "x/../..", ())):
         chained.apply(Extraction(member=member(path, LINK), kind=LINK, path=path,
-                                 new_parents=("a", "a/b"), link_target=target))  # fmt: skip
+                                 new_parents=parents, link_target=target))  # fmt: skip
     with pytest.raises(Escape, match="the symlink dest/a/b/l leads to /"):
         chained.check_links_stay_inside()
+    # And a decision that assumes a parent nothing created.
+    with pytest.raises(Inconsistent, match="the parent of 'a/f' is not a directory"):
+        ModelFS().apply(Extraction(member=member("a/f"), kind=FILE, path="a/f"))
+
+
+def test_a_skipped_symlink_creates_no_parents_in_the_view() -> None:
+    # Nothing creates the parents of a skipped link, so a later member must still get them as
+    # new parents (to be created, or checked if they exist) rather than assume them.
+    policy = ExtractionPolicy(symlink_rule=SymlinkRule.SKIP_ALL)
+    assert isinstance(policy.decide(member("a/b/l", LINK, linkname="x")), Skipped)
+    later = policy.decide(member("a/b/f"))
+    assert isinstance(later, Extraction)
+    assert later.new_parents == ("a", "a/b")
+    refused(policy, member("a/b/l/x"), "its parent 'a/b/l' is a symlink that was not extracted")
