@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 
 WEB := src/kuber_exec_web
 
-.PHONY: test lint typecheck unit docs demo bench sandbox web test-browser clean
+.PHONY: test lint typecheck unit docs demo bench bench-compare sandbox web test-browser clean
 
 # The venv with every extra the tests use, and xterm.js for the browser terminal (from the npm
 # registry, pinned by the lockfile; never copied into the repository).
@@ -37,14 +37,22 @@ unit: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m kuber_exec_cli demo
 
-## bench: throughput, memory and latency, side by side, printed as a table; then the target
-## cache, 1,000 concurrent sessions (open time, CPU, idle CPU) and the time to leave a blocked
-## session. The real cluster's own table: make realcluster-bench (with the cluster up).
+## bench: throughput, CPU, memory and latency on the benchmark server (benchmarks/fast_server.py),
+## side by side, and end to end on the sandbox, printed as a table and written to
+## benchmarks/results/latest.json (the docs' charts); then the target cache's memory and 1,000
+## sessions, 10,000 concurrent sessions per runtime (benchmarks/load.py) and the time to leave a
+## blocked session. The real cluster's own table: make realcluster-bench (with the cluster up).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
-	$(BIN)/python benchmarks/cache.py
-	$(BIN)/python benchmarks/load.py --runtime both
+	$(BIN)/python benchmarks/cache.py --no-latency
+	$(BIN)/python benchmarks/load.py
 	$(BIN)/python benchmarks/leave.py
+
+## bench-compare: the working tree against REF (make bench-compare REF=main), interleaved in one
+## run on the benchmark server: new/old ratios of throughput, CPU per byte, peak RSS and latency.
+bench-compare: $(STAMP)
+	@test -n "$(REF)" || { echo "usage: make bench-compare REF=<git ref>" >&2; exit 2; }
+	$(BIN)/python benchmarks/compare.py "$(REF)"
 
 sandbox: $(STAMP)
 	$(BIN)/kuber-exec sandbox

@@ -63,6 +63,7 @@ class Job:
     env: Mapping[str, str] | None = None
     #: The script (and its leading arguments) that measures ``kind``.
     script: tuple[str, ...] = (str(MEASURE),)
+    timeout: float = MEASUREMENT_TIMEOUT_SECONDS
 
 
 @attrs.define
@@ -138,11 +139,11 @@ def measure(endpoint: Endpoint, job: Job) -> dict[str, Any]:
             argv,
             capture_output=True,
             text=True,
-            timeout=MEASUREMENT_TIMEOUT_SECONDS,
+            timeout=job.timeout,
             env=None if job.env is None else dict(job.env),
         )
     except subprocess.TimeoutExpired:
-        raise RuntimeError(f"timed out after {MEASUREMENT_TIMEOUT_SECONDS:g} s") from None
+        raise RuntimeError(f"timed out after {job.timeout:g} s") from None
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
         raise RuntimeError(lines[-1])
@@ -155,13 +156,19 @@ def measure(endpoint: Endpoint, job: Job) -> dict[str, Any]:
 
 
 def rounds(
-    endpoint: Endpoint, jobs: Sequence[Job], repeat: int, progress: str
+    endpoint: Endpoint,
+    jobs: Sequence[Job],
+    repeat: int,
+    progress: str,
+    *,
+    alternate: bool = False,
 ) -> dict[str, Samples]:
     """``repeat`` rounds, each running every job once, in order (interleaved, so drift hits
-    every row alike); a job that fails once is not run again."""
+    every row alike; ``alternate`` reverses the order every other round, so that no row always
+    runs right after another); a job that fails once is not run again."""
     samples = {job.key: Samples(job.key, job.kind) for job in jobs}
     for number in range(repeat):
-        for job in jobs:
+        for job in reversed(jobs) if alternate and number % 2 else jobs:
             sample = samples[job.key]
             if sample.error is not None:
                 continue
