@@ -17,7 +17,7 @@ MB = 1_000_000
 FLAT_MEMORY_SLACK_KIB = 8 * 1024
 
 LABELS = {
-    "raw-sink": "raw socket sink (no client)",
+    "raw-sink": "raw socket sink (no client, 10x)",
     "asyncio-bare": "websockets bare loop",
     "trio-bare": "trio-websocket bare loop",
     "asyncio-interactive": "kuber-exec asyncio interactive",
@@ -198,6 +198,16 @@ def targets(
             lambda value: f"{value:.0%}",
         )
 
+    floor_sample = big.get(FLOOR)
+    if floor_sample is not None:
+        client_cpu = floor_sample.per_100mb("cpu_seconds")
+        server_cpu = floor_sample.per_100mb("server_cpu_seconds")
+        if client_cpu and server_cpu:
+            found.info(
+                f"server CPU per byte: {server_cpu:.3f} s per 100 MB while serving "
+                f"{label(FLOOR)}, whose own is {client_cpu:.3f}: {client_cpu / server_cpu:.1f}x "
+                "less (the headroom when both wait for a core alike)"
+            )
     of("asyncio-interactive", FLOOR, ASYNCIO_INTERACTIVE_GOAL)
     of("asyncio-execute", "asyncio-interactive", EXECUTE_GOAL)
     of("trio-interactive", FLOOR, TRIO_INTERACTIVE_GOAL)
