@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import report
-from harness import Job, Samples, rounds, server_process, source_env
+from harness import Job, Samples, check_source, rounds, server_process, source_env
 from report import MB, label, ratio, size_text
 
 HERE = Path(__file__).resolve().parent
@@ -86,14 +86,8 @@ def check_sources(samples: Mapping[str, Samples], trees: Mapping[str, Path]) -> 
     """Fail a row whose reports imported kuber-exec from another tree than its side's."""
     for key, sample in samples.items():
         side = key.rpartition(":")[2]
-        if side not in trees:
-            continue
-        for entry in sample.reports:
-            source = Path(entry.get("source", "?"))
-            if source != trees[side]:
-                sample.error = f"imported kuber-exec from {source}, not {trees[side]}"
-                sample.reports.clear()
-                break
+        if side in trees:
+            check_source(sample, trees[side])
 
 
 def _cell(value: float | None, scale: float, digits: int) -> str:

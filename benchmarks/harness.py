@@ -181,6 +181,17 @@ def rounds(
     return samples
 
 
+def check_source(sample: Samples, expected: Path) -> None:
+    """Fail ``sample`` if one of its reports imported kuber-exec from elsewhere than
+    ``expected`` (reports of rows that do not import it name no source)."""
+    for report in sample.reports:
+        source = report.get("source")
+        if source is not None and Path(source) != expected:
+            sample.error = f"imported kuber-exec from {source}, not {expected}"
+            sample.reports.clear()
+            return
+
+
 def show_progress(text: str) -> None:
     if sys.stderr.isatty():
         sys.stderr.write(f"\r\x1b[K{text}")

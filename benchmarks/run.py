@@ -32,7 +32,15 @@ from typing import Any
 
 import attrs
 import report
-from harness import Job, Samples, rounds, server_process, show_progress
+from harness import (
+    Job,
+    Samples,
+    check_source,
+    rounds,
+    server_process,
+    show_progress,
+    source_env,
+)
 from report import MB, size_text
 
 HERE = Path(__file__).resolve().parent
@@ -78,7 +86,12 @@ class Plan:
 SINK_FACTOR = 10
 
 
-def throughput_jobs(kinds: Sequence[str], size: int, message_bytes: int | None) -> list[Job]:
+def throughput_jobs(
+    kinds: Sequence[str],
+    size: int,
+    message_bytes: int | None,
+    env: Mapping[str, str] | None = None,
+) -> list[Job]:
     def options(count: int) -> tuple[str, ...]:
         found: tuple[str, ...] = ("--bytes", str(count))
         if message_bytes is not None:
@@ -86,7 +99,7 @@ def throughput_jobs(kinds: Sequence[str], size: int, message_bytes: int | None) 
         return found
 
     return [
-        Job(kind, kind, options(size * SINK_FACTOR if kind == "raw-sink" else size))
+        Job(kind, kind, options(size * SINK_FACTOR if kind == "raw-sink" else size), env)
         for kind in kinds
     ]
 
@@ -166,6 +179,12 @@ def parse_plan(argv: Sequence[str] | None) -> tuple[Plan, argparse.Namespace]:
         help="the benchmark server's stdout message size (32768, what the kubelet sends)",
     )
     parser.add_argument("--no-sandbox", action="store_true", help="skip the end-to-end rows")
+    parser.add_argument(
+        "--src",
+        type=Path,
+        help="measure the kuber-exec of this src directory (another checkout's), first on "
+        "PYTHONPATH; the servers and the measurement scripts stay this tree's",
+    )
     parser.add_argument("--json", type=Path, help="where to write the results as JSON")
     args = parser.parse_args(argv)
     quick: bool = args.quick
@@ -189,30 +208,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     kubectl = shutil.which("kubectl")
     fast_kinds = [k for k in FAST_KINDS if k != "kubectl" or kubectl is not None]
     sandbox_kinds = [k for k in SANDBOX_KINDS if k != "kubectl" or kubectl is not None]
+    env = None if args.src is None else source_env(args.src.resolve())
     started = datetime.datetime.now(datetime.UTC)
     before = machine()
     with server_process("fast") as fast:
         big = rounds(
             fast,
-            throughput_jobs(fast_kinds, plan.size, plan.message_bytes),
+            throughput_jobs(fast_kinds, plan.size, plan.message_bytes, env),
             plan.repeat,
             f"stdout {size_text(plan.size)}",
         )
         small = rounds(
             fast,
-            throughput_jobs(fast_kinds, plan.small_size, plan.message_bytes),
+            throughput_jobs(fast_kinds, plan.small_size, plan.message_bytes, env),
             plan.repeat,
             f"stdout {size_text(plan.small_size)}",
         )
         small |= rounds(
             fast,
-            throughput_jobs(["official"], plan.small_size, plan.message_bytes),
+            throughput_jobs(["official"], plan.small_size, plan.message_bytes, env),
             plan.official_repeat,
             f"official client at {size_text(plan.small_size)}",
         )
         latency = rounds(
             fast,
-            [Job(kind, kind, ("--iterations", str(plan.iterations))) for kind in LATENCY_KINDS],
+            [
+                Job(kind, kind, ("--iterations", str(plan.iterations)), env)
+                for kind in LATENCY_KINDS
+            ],
             plan.latency_repeat,
             "latency of `true`",
         )
@@ -221,18 +244,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         with server_process("sandbox") as endpoint:
             sandbox = rounds(
                 endpoint,
-                throughput_jobs(sandbox_kinds, plan.size, None),
+                throughput_jobs(sandbox_kinds, plan.size, None, env),
                 plan.sandbox_repeat,
                 f"sandbox, stdout {size_text(plan.size)}",
             )
     show_progress("")
+    expected = (args.src or HERE.parent / "src").resolve()
+    for group in (big, small, latency, sandbox):
+        for sample in group.values():
+            check_source(sample, expected)
     elapsed = datetime.datetime.now(datetime.UTC) - started
     commit = git_commit()
+    if args.src is not None:
+        commit["measured_src"] = str(args.src.resolve())
     found = report.targets(big, small, latency, (plan.size, plan.small_size))
     message = f"{plan.message_bytes} bytes" if plan.message_bytes else "32 KiB"
     out: list[str] = [
         f"kuber-exec benchmarks, {started:%Y-%m-%d %H:%M} UTC, {elapsed.total_seconds():.0f} s"
-        f"{' (--quick)' if args.quick else ''}, commit {commit['describe']}",
+        f"{' (--quick)' if args.quick else ''}, commit {commit['describe']}"
+        + (f", kuber-exec from {args.src}" if args.src else ""),
         f"Python {platform.python_version()} on {before['cpu_model']} x {before['cpus']} CPUs, "
         f"load average {before['load_average']:.1f} at the start; kubectl: {kubectl or 'none'}",
         "Each row is a fresh process; stdout bytes counted; medians of interleaved rounds "
