@@ -50,9 +50,10 @@ bench: $(STAMP)
 
 ## bench-compare: the working tree against REF (make bench-compare REF=main), interleaved in one
 ## run on the benchmark server: new/old ratios of throughput, CPU per byte, peak RSS and latency.
+## ARGS=--instructions adds callgrind's instruction counts per message (repeatable on a busy box).
 bench-compare: $(STAMP)
-	@test -n "$(REF)" || { echo "usage: make bench-compare REF=<git ref>" >&2; exit 2; }
-	$(BIN)/python benchmarks/compare.py "$(REF)"
+	@test -n "$(REF)" || { echo "usage: make bench-compare REF=<git ref> [ARGS=--instructions]" >&2; exit 2; }
+	$(BIN)/python benchmarks/compare.py "$(REF)" $(ARGS)
 
 sandbox: $(STAMP)
 	$(BIN)/kuber-exec sandbox

@@ -14,6 +14,13 @@ peak RSS and the latency of ``true``, and their new/old ratio (above 1 is better
 below 1 is better for CPU, RSS and latency). The websockets bare loop runs in every round as a
 control: it is the same code on both sides, so it shows how much the machine drifted.
 
+``--instructions`` adds a figure that a busy machine cannot move: the user-space instructions
+each row executes per 32 KiB message, counted by valgrind's callgrind (each row run at 8 and 24 MB
+in a fresh interpreter under ``PYTHONHASHSEED=0``; the difference over 16 MB, so start-up
+cancels out). It excludes the kernel (socket reads, page faults), and callgrind counts a memory
+copy as about one instruction per byte, so a 32 KiB copy weighs ~33 k: compare it with the CPU
+row, not instead of it. About five minutes on top.
+
 Caveat: REF runs with this tree's dependencies; a REF that needs others fails its rows (each
 failure is reported with the measurement's last line of stderr).
 """
@@ -22,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,7 +40,16 @@ from pathlib import Path
 from typing import Any
 
 import report
-from harness import Job, Samples, check_source, rounds, server_process, source_env
+from harness import (
+    Endpoint,
+    Job,
+    Samples,
+    check_source,
+    rounds,
+    server_process,
+    show_progress,
+    source_env,
+)
 from report import MB, label, ratio, size_text
 
 HERE = Path(__file__).resolve().parent
@@ -90,6 +108,68 @@ def check_sources(samples: Mapping[str, Samples], trees: Mapping[str, Path]) -> 
             check_source(sample, trees[side])
 
 
+#: The two sizes (MB) each row runs at under callgrind; their difference is what is counted.
+INSTRUCTION_SIZES_MB = (8, 24)
+_COLLECTED = re.compile(r"Collected : (\d+)")
+
+
+def instructions(
+    endpoint: Endpoint, kind: str, env: Mapping[str, str], size_mb: int, directory: Path
+) -> int:
+    """User-space instructions of one ``measure.py`` run of ``kind`` under callgrind.
+
+    Raises:
+        RuntimeError: the run failed (its last line of output says why).
+    """
+    out = directory / f"callgrind-{kind}-{size_mb}.out"
+    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+    argv += [sys.executable, str(HERE / "measure.py"), kind, "--url", endpoint.url]
+    argv += ["--kubeconfig", endpoint.kubeconfig, "--pod", endpoint.pod]
+    argv += ["--bytes", str(size_mb * MB)]
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=900, env={**env, "PYTHONHASHSEED": "0"}
+    )
+    found = _COLLECTED.search(done.stderr)
+    if done.returncode != 0 or found is None:
+        lines = (done.stderr.strip() or f"exit status {done.returncode}").splitlines()
+        raise RuntimeError(lines[-1])
+    return int(found.group(1))
+
+
+def instruction_table(
+    endpoint: Endpoint, envs: Mapping[str, dict[str, str]]
+) -> tuple[list[str], dict[str, Any]]:
+    """Instructions per 32 KiB message of each kuber-exec row, new against old."""
+    low, high = INSTRUCTION_SIZES_MB
+    messages = (high - low) * MB / 32768
+    header = f"{'':<34}{'new k/msg':>14}{'old k/msg':>14}{'new/old':>9}"
+    lines = [header, "-" * len(header)]
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="kuber-exec-callgrind-") as directory:
+        for kind in THROUGHPUT_KINDS:
+            per_message: dict[str, float] = {}
+            try:
+                for side in SIDES:
+                    show_progress(f"callgrind: {kind}, {side}")
+                    counts = [
+                        instructions(endpoint, kind, envs[side], size, Path(directory))
+                        for size in (low, high)
+                    ]
+                    per_message[side] = (counts[1] - counts[0]) / messages
+            except RuntimeError as error:
+                lines.append(f"{label(kind):<34}  failed: {error}")
+                figures[kind] = {"error": str(error)}
+                continue
+            new, old = per_message["new"], per_message["old"]
+            lines.append(
+                f"{label(kind):<34}{new / 1000:>14,.0f}{old / 1000:>14,.0f}"
+                f"{report.times(ratio(new, old)):>9}"
+            )
+            figures[kind] = {"new": new, "old": old, "new_over_old": ratio(new, old)}
+    show_progress("")
+    return lines, figures
+
+
 def _cell(value: float | None, scale: float, digits: int) -> str:
     return "-" if value is None else f"{value / scale:,.{digits}f}"
 
@@ -137,8 +217,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--size-mb", type=float, help="stdout size (100)")
     parser.add_argument("--repeat", type=int, help="rounds (5)")
     parser.add_argument("--iterations", type=int, help="latency samples per round (30)")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count instructions per message under valgrind's callgrind (~5 minutes)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
     args = parser.parse_args(argv)
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind on PATH")
     size = int((args.size_mb or (4 if args.quick else 100)) * MB)
     repeat = args.repeat or (1 if args.quick else 5)
     iterations = args.iterations or (5 if args.quick else 30)
@@ -155,6 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 endpoint, throughput_jobs, repeat, f"stdout {size_text(size)}", alternate=True
             )
             latency = rounds(endpoint, latency_jobs, repeat, "latency", alternate=True)
+            counted = instruction_table(endpoint, envs) if args.instructions else None
     check_sources(throughput, trees)
     check_sources(latency, trees)
     out = [
@@ -197,6 +285,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         lines, figures[title] = comparison_table(samples, kinds, figure, unit, scale, digits)
         out += [f"{title}:", *lines, ""]
+    if counted is not None:
+        title = "User-space instructions per 32 KiB message, callgrind (lower is better)"
+        lines, figures[title] = counted
+        out += [f"{title}:", *lines, ""]
     control = throughput[CONTROL]
     spread = [entry["bytes"] / entry["seconds"] / MB for entry in control.reports]
     if spread:
@@ -207,7 +299,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n".join(out), flush=True)
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-    failed = any(s.error for group in (throughput, latency) for s in group.values())
+    failed = any(s.error for group in (throughput, latency) for s in group.values()) or (
+        counted is not None and any("error" in entry for entry in counted[1].values())
+    )
     return 1 if failed else 0
 
 
