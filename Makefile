@@ -8,7 +8,7 @@ WEB := src/kuber_exec_web
 # The docs' diagrams: Graphviz compiled to WebAssembly, from the npm registry (docs/hooks/diagrams.py).
 DIAGRAMS := docs/hooks
 
-.PHONY: test lint typecheck unit docs demo bench sandbox web test-browser wheel-venv clean
+.PHONY: test lint typecheck unit docs demo bench bench-compare sandbox web test-browser wheel-venv clean
 
 # The venv with every extra the tests use; from the npm registry, pinned by the lockfiles and never
 # copied into the repository: xterm.js for the browser terminal, and the diagrams' Graphviz (so the
@@ -41,14 +41,23 @@ unit: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m kuber_exec_cli demo
 
-## bench: throughput, memory and latency, side by side, printed as a table; then the target
-## cache, 1,000 concurrent sessions (open time, CPU, idle CPU) and the time to leave a blocked
-## session. The real cluster's own table: make realcluster-bench (with the cluster up).
+## bench: throughput, CPU, memory and latency on the benchmark server (benchmarks/fast_server.py),
+## side by side, and end to end on the sandbox, printed as a table and written to
+## benchmarks/results/latest.json (the docs' charts); then the target cache's memory and 1,000
+## sessions, 10,000 concurrent sessions per runtime (benchmarks/load.py) and the time to leave a
+## blocked session. The real cluster's own table: make realcluster-bench (with the cluster up).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
-	$(BIN)/python benchmarks/cache.py
-	$(BIN)/python benchmarks/load.py --runtime both
+	$(BIN)/python benchmarks/cache.py --no-latency
+	$(BIN)/python benchmarks/load.py
 	$(BIN)/python benchmarks/leave.py
+
+## bench-compare: the working tree against REF (make bench-compare REF=main), interleaved in one
+## run on the benchmark server: new/old ratios of throughput, CPU per byte, peak RSS and latency.
+## ARGS=--instructions adds callgrind's instruction counts per message (repeatable on a busy box).
+bench-compare: $(STAMP)
+	@test -n "$(REF)" || { echo "usage: make bench-compare REF=<git ref> [ARGS=--instructions]" >&2; exit 2; }
+	$(BIN)/python benchmarks/compare.py "$(REF)" $(ARGS)
 
 sandbox: $(STAMP)
 	$(BIN)/kuber-exec sandbox

@@ -3,9 +3,10 @@
     python benchmarks/cache.py            # the full run (a minute or two)
     python benchmarks/cache.py --quick    # a smoke run
 
-Like ``run.py`` (whose sandbox process and measurement runner it reuses), every measurement runs
-in a fresh interpreter (``cache.py measure KIND ...``), interleaved round by round, against the
-sandbox API server in a process of its own; medians of the rounds are shown.
+Like ``run.py`` (whose harness it uses), every measurement runs in a fresh interpreter
+(``measure.py`` for the latencies, ``cache.py measure KIND ...`` for the rest), interleaved round
+by round, against the benchmark server (``fast_server.py``) in a process of its own; medians of
+the rounds are shown.
 
 - Latency of a small command (``true``, ``execute`` with full resolution) with the cache warm,
   against a bare WebSocket exec of the same pod (the goal is at most 1.2x), the official
@@ -24,8 +25,6 @@ import argparse
 import asyncio
 import gc
 import json
-import statistics
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -39,19 +38,11 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import measure
-import run
+from harness import Job, Samples, rounds, server_process
+from report import CACHE_GOAL, ratio, times
 
 HERE = Path(__file__).resolve().parent
-CACHE_GOAL = 1.2
-LATENCY_KINDS = (
-    "cached-trio",
-    "cached-asyncio",
-    "uncached-trio",
-    "uncached-asyncio",
-    "bare-trio",
-    "bare-asyncio",
-    "official",
-)
+RESULTS = HERE / "results"
 LABELS = {
     "cached-trio": "kuber-exec trio, cache warm",
     "cached-asyncio": "kuber-exec asyncio, cache warm",
@@ -73,77 +64,8 @@ def _clock(runtime: str) -> Callable[[], float]:
     return trio.current_time if runtime == "trio" else asyncio.get_running_loop().time
 
 
-async def cached_latency(runtime: str, url: str, iterations: int) -> list[float]:
-    adapter = measure._adapter(runtime)
-    clock = _clock(runtime)
-    timings: list[float] = []
-    async with (
-        adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend,
-        backend.watch([measure.NAMESPACE]) as cache,
-    ):
-        with adapter_timeout(runtime, 30):
-            await cache.wait_synced()
-        service = adapter.ExecService(backend)
-        request = measure._request(adapter, ["true"])
-        for index in range(measure.WARM_UP_ITERATIONS + iterations):
-            started = clock()
-            result = await service.execute(request)
-            elapsed = clock() - started
-            if result.exit_code != 0:
-                raise RuntimeError(f"exit code {result.exit_code}")
-            if index >= measure.WARM_UP_ITERATIONS:
-                timings.append(elapsed)
-    return timings
-
-
 def adapter_timeout(runtime: str, seconds: float) -> Any:
     return anyio.fail_after(seconds)
-
-
-async def bare_latency_trio(url: str, pod: str, iterations: int) -> list[float]:
-    import trio_websocket
-
-    timings: list[float] = []
-    for index in range(measure.WARM_UP_ITERATIONS + iterations):
-        started = trio.current_time()
-        async with trio_websocket.open_websocket_url(
-            measure.exec_url(url, pod, ["true"]),
-            subprotocols=[measure.V5],
-            message_queue_size=1,
-            max_message_size=measure.MAX_MESSAGE_BYTES,
-            receive_buffer_size=measure.TRIO_RECEIVE_BUFFER_BYTES,
-        ) as websocket:
-            try:
-                while True:
-                    await websocket.get_message()
-            except trio_websocket.ConnectionClosed:
-                pass
-        if index >= measure.WARM_UP_ITERATIONS:
-            timings.append(trio.current_time() - started)
-    return timings
-
-
-async def bare_latency_asyncio(url: str, pod: str, iterations: int) -> list[float]:
-    from websockets.asyncio.client import connect
-
-    loop = asyncio.get_running_loop()
-    timings: list[float] = []
-    for index in range(measure.WARM_UP_ITERATIONS + iterations):
-        started = loop.time()
-        async with connect(
-            measure.exec_url(url, pod, ["true"]),
-            subprotocols=[measure.V5],  # type: ignore[list-item]
-            compression=None,
-            max_size=measure.MAX_MESSAGE_BYTES,
-            max_queue=measure.ASYNCIO_MAX_QUEUE,
-            ping_interval=None,
-            proxy=None,
-        ) as websocket:
-            async for _message in websocket:
-                pass
-        if index >= measure.WARM_UP_ITERATIONS:
-            timings.append(loop.time() - started)
-    return timings
 
 
 async def open_sessions(runtime: str, url: str, count: int) -> dict[str, float]:
@@ -271,81 +193,37 @@ def _run(runtime: str, body: Callable[[], Awaitable[Any]]) -> Any:
 
 
 def measure_one(kind: str, args: argparse.Namespace) -> dict[str, Any]:
-    """One measurement in this process; the JSON report."""
+    """One measurement in this process (the store's memory, or opening sessions); its report."""
     family, _, runtime = kind.partition("-")
-    iterations: int = args.iterations
     if kind == "memory":
         return {"kind": kind, **store_memory(args.namespaces, args.pods_per_namespace)}
     if family == "sessions":
         measure._adapter(runtime)
         figures = _run(runtime, lambda: open_sessions(runtime, args.url, args.sessions))
         return {"kind": kind, "sessions": args.sessions, **figures}
-    if kind == "official":
-        measure.preload("official-latency")
-        timings = measure.official_latency(args.kubeconfig, args.pod, iterations)
-    elif family == "bare":
-        measure.preload(f"{runtime}-bare")
-        bare = bare_latency_trio if runtime == "trio" else bare_latency_asyncio
-        timings = _run(runtime, lambda: bare(args.url, args.pod, iterations))
-    elif family == "cached":
-        measure.preload(f"{runtime}-latency")
-        timings = _run(runtime, lambda: cached_latency(runtime, args.url, iterations))
-    else:
-        measure.preload(f"{runtime}-latency")
-        timings = _run(runtime, lambda: measure.kuber_latency(runtime, args.url, iterations))
-    return {
-        "kind": kind,
-        "iterations": len(timings),
-        "median_seconds": statistics.median(timings),
-        "min_seconds": min(timings),
-    }
+    raise SystemExit(f"unknown measurement {kind!r}")
 
 
 # -- the run --------------------------------------------------------------------------------------
 
-
-def measure_in_process(endpoint: run.Endpoint, kind: str, *options: str) -> dict[str, Any]:
-    argv = [sys.executable, str(Path(__file__).resolve()), "measure", kind]
-    argv += ["--url", endpoint.url, "--kubeconfig", endpoint.kubeconfig, "--pod", endpoint.pod]
-    try:
-        done = subprocess.run(
-            [*argv, *options],
-            capture_output=True,
-            text=True,
-            timeout=run.MEASUREMENT_TIMEOUT_SECONDS,
-        )
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"timed out after {run.MEASUREMENT_TIMEOUT_SECONDS:g} s") from None
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
-        raise RuntimeError(lines[-1])
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return report
-
-
-def rounds(
-    endpoint: run.Endpoint, kinds: Sequence[str], repeat: int, *options: str
-) -> dict[str, run.Samples]:
-    samples = {kind: run.Samples(kind) for kind in kinds}
-    for number in range(repeat):
-        for kind in kinds:
-            sample = samples[kind]
-            if sample.error is not None:
-                continue
-            run._progress(f"round {number + 1}/{repeat}: {LABELS.get(kind, kind)}")
-            try:
-                sample.reports.append(measure_in_process(endpoint, kind, *options))
-            except RuntimeError as error:
-                sample.error = str(error)
-    run._progress("")
-    return samples
+#: The latency rows and the ``measure.py`` kind each one runs.
+MEASURE_KINDS = {
+    "cached-trio": "trio-cached-latency",
+    "cached-asyncio": "asyncio-cached-latency",
+    "uncached-trio": "trio-latency",
+    "uncached-asyncio": "asyncio-latency",
+    "bare-trio": "trio-bare-latency",
+    "bare-asyncio": "asyncio-bare-latency",
+    "official": "official-latency",
+}
+HERE_SCRIPT = (str(Path(__file__).resolve()), "measure")
 
 
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.2f}"
 
 
-def latency_table(samples: dict[str, run.Samples]) -> tuple[list[str], dict[str, Any]]:
+def latency_table(samples: dict[str, Samples]) -> tuple[list[str], dict[str, Any]]:
     def median(kind: str) -> float | None:
         sample = samples.get(kind)
         return None if sample is None else sample.median("median_seconds")
@@ -365,12 +243,12 @@ def latency_table(samples: dict[str, run.Samples]) -> tuple[list[str], dict[str,
             continue
         bare = median(f"bare-{runtime}") if runtime else None
         uncached = median(f"uncached-{runtime}") if runtime else None
-        vs_bare = run._ratio(value, bare) if kind.startswith(("cached", "uncached")) else None
-        vs_official = run._ratio(value, official) if kind != "official" else None
-        vs_uncached = run._ratio(value, uncached) if kind.startswith("cached") else None
+        vs_bare = ratio(value, bare) if kind.startswith(("cached", "uncached")) else None
+        vs_official = ratio(value, official) if kind != "official" else None
+        vs_uncached = ratio(value, uncached) if kind.startswith("cached") else None
         lines.append(
-            f"{LABELS[kind]:<34}{_ms(value):>8}{run._fmt_ratio(vs_bare):>9}"
-            f"{run._fmt_ratio(vs_official):>13}{run._fmt_ratio(vs_uncached):>13}"
+            f"{LABELS[kind]:<34}{_ms(value):>8}{times(vs_bare):>9}"
+            f"{times(vs_official):>13}{times(vs_uncached):>13}"
         )
         figures[kind] = {
             "median_seconds": value,
@@ -380,10 +258,10 @@ def latency_table(samples: dict[str, run.Samples]) -> tuple[list[str], dict[str,
             "vs_uncached": vs_uncached,
         }
     for runtime in ("trio", "asyncio"):
-        ratio = figures.get(f"cached-{runtime}", {}).get("vs_bare")
-        if ratio is not None:
-            mark = run._mark(ratio <= CACHE_GOAL)
-            lines.append(f"target: {runtime} cache warm <= {CACHE_GOAL}x bare: {ratio:.2f}x {mark}")
+        vs = figures.get(f"cached-{runtime}", {}).get("vs_bare")
+        if vs is not None:
+            mark = "pass" if vs <= CACHE_GOAL else "MISS"
+            lines.append(f"target: {runtime} cache warm <= {CACHE_GOAL}x bare: {vs:.2f}x {mark}")
     return lines, figures
 
 
@@ -400,6 +278,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=1000, help="concurrent sessions")
     parser.add_argument("--namespaces", type=int, default=1000)
     parser.add_argument("--pods-per-namespace", type=int, default=10)
+    parser.add_argument(
+        "--no-latency",
+        dest="latency",
+        action="store_false",
+        help="skip the latency rows (make bench's run.py measures them already)",
+    )
     parser.add_argument("--json", type=Path, help="where to write the results")
     args = parser.parse_args(argv)
     if args.command == "measure":
@@ -411,21 +295,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     sessions = 50 if quick else args.sessions
     started = time.time()
     out: list[str] = []
-    with run.sandbox_process() as endpoint:
-        latency = rounds(endpoint, LATENCY_KINDS, repeat, "--iterations", str(iterations))
-        session_kinds = ("sessions-trio", "sessions-asyncio")
-        opened = rounds(endpoint, session_kinds, min(repeat, 3), "--sessions", str(sessions))
+    latency_jobs = [
+        Job(key, kind, ("--iterations", str(iterations))) for key, kind in MEASURE_KINDS.items()
+    ]
+    session_jobs = [
+        Job(key, key, ("--sessions", str(sessions)), script=HERE_SCRIPT)
+        for key in ("sessions-trio", "sessions-asyncio")
+    ]
+    memory_options: tuple[str, ...] = ("--namespaces", str(100 if quick else args.namespaces))
+    memory_options += ("--pods-per-namespace", str(args.pods_per_namespace))
+    with server_process("fast") as endpoint:
+        latency = rounds(endpoint, latency_jobs, repeat, "latency") if args.latency else {}
+        opened = rounds(endpoint, session_jobs, min(repeat, 3), "sessions")
         memory = rounds(
-            endpoint,
-            ["memory"],
-            1,
-            "--namespaces",
-            str(100 if quick else args.namespaces),
-            "--pods-per-namespace",
-            str(args.pods_per_namespace),
+            endpoint, [Job("memory", "memory", memory_options, script=HERE_SCRIPT)], 1, "memory"
         )
-    lines, figures = latency_table(latency)
-    out += ["Small-command latency (sandbox on loopback)", *lines, ""]
+    figures: dict[str, Any] = {}
+    if latency:
+        lines, figures = latency_table(latency)
+        out += ["Small-command latency (benchmark server on loopback)", *lines, ""]
     out.append(f"Opening {sessions} concurrent interactive sessions, cache warm")
     session_figures: dict[str, Any] = {}
     for kind, sample in opened.items():
@@ -451,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"LIST and parse {memory_figures['list_seconds']:.2f} s"
         )
     print("\n".join(out))
-    json_path: Path = args.json or run.RESULTS / ("cache-quick.json" if quick else "cache.json")
+    json_path: Path = args.json or RESULTS / ("cache-quick.json" if quick else "cache.json")
     json_path.parent.mkdir(parents=True, exist_ok=True)
     results = {
         "started": started,

@@ -4,8 +4,14 @@
 (``ru_maxrss``) is its own and no client shares an interpreter with another or with the server::
 
     python benchmarks/measure.py KIND --url URL --kubeconfig PATH --pod POD [--bytes N]
+        [--message-bytes M]
 
-Throughput kinds (the pod runs ``head -c N /dev/zero``; stdout bytes are counted):
+Throughput kinds (the pod runs ``head -c N /dev/zero``, or with ``--message-bytes`` the
+benchmark server's ``bench-stdout N M``; stdout bytes are counted):
+
+- ``raw-sink``: no client at all, the benchmark server's floor: the upgrade written by hand on a
+  socket, then ``recv_into`` one buffer until the server closes, parsing nothing (only the last
+  bytes are checked for the success Status and the Close);
 
 - ``trio-execute``, ``asyncio-execute``: ``ExecService.execute`` with full resolution, caps raised
   to N through ``ExecLimits``;
@@ -19,26 +25,35 @@ Throughput kinds (the pod runs ``head -c N /dev/zero``; stdout bytes are counted
 - ``official``: the ``kubernetes`` package's ``stream(connect_get_namespaced_pod_exec, ...,
   _preload_content=True)``.
 
-Latency kinds (``--iterations`` runs of ``true`` after a warm-up, median reported):
+Latency kinds (``--iterations`` runs of ``true`` after 3 warm-ups, median reported):
 ``trio-latency``, ``asyncio-latency`` (``execute`` with full resolution: GET deployment, LIST pods,
-GET replicaset, WebSocket) and ``official-latency`` (``stream`` on the known pod name).
+GET replicaset, WebSocket); ``trio-cached-latency``, ``asyncio-cached-latency`` (``execute`` with
+the target cache synced: no REST read); ``trio-bare-latency``, ``asyncio-bare-latency`` (the
+WebSocket library alone on the known pod, read to its close); ``official-latency`` (``stream``
+on the known pod name).
+
+Reports of kuber-exec kinds name the ``source`` directory kuber-exec was imported from.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
 import resource
+import socket
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
+import anyio
 import attrs
 import trio
 
@@ -54,10 +69,22 @@ MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 TRIO_RECEIVE_BUFFER_BYTES = 256 * 1024
 ASYNCIO_MAX_QUEUE = 4
 WARM_UP_ITERATIONS = 3
+RAW_SINK_BUFFER_BYTES = 4 * 1024 * 1024
+#: The v4/v5 success Status, as every server here writes it.
+SUCCESS_STATUS = b'{"metadata":{},"status":"Success"}'
 
 
 def head_command(size: int) -> list[str]:
     return ["head", "-c", str(size), "/dev/zero"]
+
+
+def output_command(size: int, message_bytes: int | None = None) -> list[str]:
+    """The command whose stdout is ``size`` zero bytes: ``head -c`` (both servers run it; the
+    benchmark server in 32 KiB messages), or the benchmark server's ``bench-stdout`` with
+    messages of ``message_bytes``."""
+    if message_bytes is None:
+        return head_command(size)
+    return ["bench-stdout", str(size), str(message_bytes)]
 
 
 def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
@@ -120,7 +147,7 @@ class Stopwatch:
         return Transfer(received, seconds, cpu_seconds() - self._cpu, self._rss)
 
 
-async def kuber_execute(runtime: str, url: str, size: int) -> Transfer:
+async def kuber_execute(runtime: str, url: str, command: list[str], size: int) -> Transfer:
     adapter = _adapter(runtime)
     limits = adapter.ExecLimits(max_output_cap_bytes=size, default_output_cap_bytes=size)
     async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
@@ -130,14 +157,14 @@ async def kuber_execute(runtime: str, url: str, size: int) -> Transfer:
         await service.execute(_request(adapter, ["true"]))
         stopwatch = Stopwatch()
         stopwatch.start()
-        result = await service.execute(_request(adapter, head_command(size)))
+        result = await service.execute(_request(adapter, command))
         transfer = stopwatch.stop(len(result.stdout))
         if result.exit_code != 0:
             raise RuntimeError(f"exit code {result.exit_code}")
         return transfer
 
 
-async def kuber_interactive(runtime: str, url: str, size: int) -> Transfer:
+async def kuber_interactive(runtime: str, url: str, command: list[str]) -> Transfer:
     adapter = _adapter(runtime)
     received = 0
     async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
@@ -145,7 +172,7 @@ async def kuber_interactive(runtime: str, url: str, size: int) -> Transfer:
         await service.execute(_request(adapter, ["true"]))  # as in kuber_execute
         stopwatch = Stopwatch()
         stopwatch.start()
-        request = _request(adapter, head_command(size))
+        request = _request(adapter, command)
         async with service.open_interactive(request, tty=False) as session:
             async for frame in session:
                 if isinstance(frame, adapter.Stdout):
@@ -160,7 +187,7 @@ async def kuber_interactive(runtime: str, url: str, size: int) -> Transfer:
 
 async def kuber_latency(runtime: str, url: str, iterations: int) -> list[float]:
     adapter = _adapter(runtime)
-    clock = trio.current_time if runtime == "trio" else asyncio.get_running_loop().time
+    clock = _clock(runtime)
     timings: list[float] = []
     async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
         service = adapter.ExecService(backend)
@@ -185,14 +212,14 @@ def exec_url(url: str, pod: str, command: list[str]) -> str:
     return f"{base}/api/v1/namespaces/{NAMESPACE}/pods/{pod}/exec?{query}"
 
 
-async def bare_trio(url: str, pod: str, size: int) -> Transfer:
+async def bare_trio(url: str, pod: str, command: list[str]) -> Transfer:
     import trio_websocket
 
     received = 0
     stopwatch = Stopwatch()
     stopwatch.start()
     async with trio_websocket.open_websocket_url(
-        exec_url(url, pod, head_command(size)),
+        exec_url(url, pod, command),
         subprotocols=[V5],
         message_queue_size=1,
         max_message_size=MAX_MESSAGE_BYTES,
@@ -210,14 +237,14 @@ async def bare_trio(url: str, pod: str, size: int) -> Transfer:
     return stopwatch.stop(received)
 
 
-async def bare_asyncio(url: str, pod: str, size: int) -> Transfer:
+async def bare_asyncio(url: str, pod: str, command: list[str]) -> Transfer:
     from websockets.asyncio.client import connect
 
     received = 0
     stopwatch = Stopwatch()
     stopwatch.start()
     async with connect(
-        exec_url(url, pod, head_command(size)),
+        exec_url(url, pod, command),
         subprotocols=[V5],  # type: ignore[list-item]
         compression=None,
         max_size=MAX_MESSAGE_BYTES,
@@ -233,15 +260,124 @@ async def bare_asyncio(url: str, pod: str, size: int) -> Transfer:
     return stopwatch.stop(received)
 
 
+def raw_sink(url: str, pod: str, command: list[str], size: int) -> Transfer:
+    """The floor under every client: the upgrade, then ``recv_into`` one buffer until the
+    server closes, parsing nothing. It proves the server's speed, not a client's.
+
+    The payload is counted as ``size`` once the wire bytes are at least that many and end with
+    the success Status and a Close frame (the last bytes are the only ones looked at).
+    """
+    parts = urlsplit(url)
+    path = exec_url(url, pod, command).split("/", 3)[3]
+    key = base64.b64encode(os.urandom(16)).decode("ascii")
+    upgrade = (
+        f"GET /{path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+        f"Sec-WebSocket-Protocol: {V5}\r\n\r\n"
+    ).encode("ascii")
+    buffer = bytearray(RAW_SINK_BUFFER_BYTES)
+    view = memoryview(buffer)
+    tail = b""
+    wire = 0
+    stopwatch = Stopwatch()
+    stopwatch.start()
+    with socket.create_connection((parts.hostname, parts.port)) as connection:
+        connection.sendall(upgrade)
+        while count := connection.recv_into(buffer):
+            wire += count
+            tail = (tail + view[max(0, count - 64) : count])[-64:]
+    transfer = stopwatch.stop(size)
+    expected_end = bytes((0x80 | 2, len(SUCCESS_STATUS) + 1, 3)) + SUCCESS_STATUS
+    if wire < size or not tail.endswith(expected_end + b"\x88\x02\x03\xe8"):
+        raise RuntimeError(f"raw-sink: {wire} bytes that did not end in the success Status")
+    return transfer
+
+
+async def cached_latency(runtime: str, url: str, iterations: int) -> list[float]:
+    """``execute`` of ``true`` with the target cache warm: no REST read, one WebSocket."""
+    adapter = _adapter(runtime)
+    clock = _clock(runtime)
+    timings: list[float] = []
+    async with (
+        adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend,
+        backend.watch([NAMESPACE]) as cache,
+    ):
+        with anyio.fail_after(30):
+            await cache.wait_synced()
+        service = adapter.ExecService(backend)
+        request = _request(adapter, ["true"])
+        for index in range(WARM_UP_ITERATIONS + iterations):
+            started = clock()
+            result = await service.execute(request)
+            elapsed = clock() - started
+            if result.exit_code != 0:
+                raise RuntimeError(f"exit code {result.exit_code}")
+            if index >= WARM_UP_ITERATIONS:
+                timings.append(elapsed)
+    return timings
+
+
+async def bare_latency_trio(url: str, pod: str, iterations: int) -> list[float]:
+    """A bare trio-websocket exec of ``true`` on the known pod, read to its close."""
+    import trio_websocket
+
+    timings: list[float] = []
+    for index in range(WARM_UP_ITERATIONS + iterations):
+        started = trio.current_time()
+        async with trio_websocket.open_websocket_url(
+            exec_url(url, pod, ["true"]),
+            subprotocols=[V5],
+            message_queue_size=1,
+            max_message_size=MAX_MESSAGE_BYTES,
+            receive_buffer_size=TRIO_RECEIVE_BUFFER_BYTES,
+        ) as websocket:
+            try:
+                while True:
+                    await websocket.get_message()
+            except trio_websocket.ConnectionClosed:
+                pass
+        if index >= WARM_UP_ITERATIONS:
+            timings.append(trio.current_time() - started)
+    return timings
+
+
+async def bare_latency_asyncio(url: str, pod: str, iterations: int) -> list[float]:
+    """A bare ``websockets`` exec of ``true`` on the known pod, read to its close."""
+    from websockets.asyncio.client import connect
+
+    loop = asyncio.get_running_loop()
+    timings: list[float] = []
+    for index in range(WARM_UP_ITERATIONS + iterations):
+        started = loop.time()
+        async with connect(
+            exec_url(url, pod, ["true"]),
+            subprotocols=[V5],  # type: ignore[list-item]
+            compression=None,
+            max_size=MAX_MESSAGE_BYTES,
+            max_queue=ASYNCIO_MAX_QUEUE,
+            ping_interval=None,
+            proxy=None,
+        ) as websocket:
+            async for _message in websocket:
+                pass
+        if index >= WARM_UP_ITERATIONS:
+            timings.append(loop.time() - started)
+    return timings
+
+
+def _clock(runtime: str) -> Callable[[], float]:
+    return trio.current_time if runtime == "trio" else asyncio.get_running_loop().time
+
+
 # -- kubectl and the official client ------------------------------------------------------------
 
 
-def kubectl_exec(kubeconfig: str, pod: str, size: int) -> tuple[Transfer, int]:
+def kubectl_exec(kubeconfig: str, pod: str, command: list[str]) -> tuple[Transfer, int]:
     """What kubectl wrote to its stdout (its start-up included: that is how it is used), its
     own CPU time and its own peak RSS (KiB)."""
     started = time.perf_counter()
     argv = ["kubectl", "--kubeconfig", kubeconfig, "-n", NAMESPACE, "exec", pod, "--"]
-    process = subprocess.Popen([*argv, *head_command(size)], stdout=subprocess.PIPE)
+    process = subprocess.Popen([*argv, *command], stdout=subprocess.PIPE)
     assert process.stdout is not None
     received = 0
     buffer = bytearray(1024 * 1024)
@@ -281,12 +417,12 @@ def _official_exec(api: Any, pod: str, command: list[str]) -> str:
     return output
 
 
-def official(kubeconfig: str, pod: str, size: int) -> Transfer:
+def official(kubeconfig: str, pod: str, command: list[str]) -> Transfer:
     api = _official_api(kubeconfig)
     stopwatch = Stopwatch()
     stopwatch.start()
     # The output is zero bytes, ASCII: one character per byte.
-    return stopwatch.stop(len(_official_exec(api, pod, head_command(size))))
+    return stopwatch.stop(len(_official_exec(api, pod, command)))
 
 
 def official_latency(kubeconfig: str, pod: str, iterations: int) -> list[float]:
@@ -305,6 +441,7 @@ def official_latency(kubeconfig: str, pod: str, iterations: int) -> list[float]:
 
 
 THROUGHPUT_KINDS = (
+    "raw-sink",
     "trio-execute",
     "trio-interactive",
     "trio-bare",
@@ -314,7 +451,15 @@ THROUGHPUT_KINDS = (
     "kubectl",
     "official",
 )
-LATENCY_KINDS = ("trio-latency", "asyncio-latency", "official-latency")
+LATENCY_KINDS = (
+    "trio-latency",
+    "asyncio-latency",
+    "trio-cached-latency",
+    "asyncio-cached-latency",
+    "trio-bare-latency",
+    "asyncio-bare-latency",
+    "official-latency",
+)
 
 
 def _run_async(runtime: str, body: Callable[[], Awaitable[Any]]) -> Any:
@@ -326,7 +471,7 @@ def _run_async(runtime: str, body: Callable[[], Awaitable[Any]]) -> Any:
 
 def preload(kind: str) -> None:
     """Import what ``kind`` uses before the clock starts (imports are not the transfer)."""
-    runtime, _, mode = kind.partition("-")
+    runtime, _, mode = kind.removesuffix("-latency").partition("-")
     if kind.startswith("official"):
         import kubernetes.stream  # noqa: F401
     elif mode == "bare":
@@ -340,21 +485,24 @@ def preload(kind: str) -> None:
 
 def throughput(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     size: int = args.bytes
+    command = output_command(size, args.message_bytes)
     runtime, _, mode = kind.partition("-")
     preload(kind)
     child_peak: int | None = None
     if kind == "kubectl":
-        transfer, child_peak = kubectl_exec(args.kubeconfig, args.pod, size)
+        transfer, child_peak = kubectl_exec(args.kubeconfig, args.pod, command)
     elif kind == "official":
-        transfer = official(args.kubeconfig, args.pod, size)
+        transfer = official(args.kubeconfig, args.pod, command)
+    elif kind == "raw-sink":
+        transfer = raw_sink(args.url, args.pod, command, size)
     elif mode == "execute":
-        transfer = _run_async(runtime, lambda: kuber_execute(runtime, args.url, size))
+        transfer = _run_async(runtime, lambda: kuber_execute(runtime, args.url, command, size))
     elif mode == "interactive":
-        transfer = _run_async(runtime, lambda: kuber_interactive(runtime, args.url, size))
+        transfer = _run_async(runtime, lambda: kuber_interactive(runtime, args.url, command))
     elif runtime == "trio":
-        transfer = _run_async(runtime, lambda: bare_trio(args.url, args.pod, size))
+        transfer = _run_async(runtime, lambda: bare_trio(args.url, args.pod, command))
     else:
-        transfer = _run_async(runtime, lambda: bare_asyncio(args.url, args.pod, size))
+        transfer = _run_async(runtime, lambda: bare_asyncio(args.url, args.pod, command))
     if transfer.received != size:
         raise RuntimeError(f"{kind}: received {transfer.received} bytes, expected {size}")
     return {
@@ -364,16 +512,31 @@ def throughput(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         "cpu_seconds": transfer.cpu_seconds,
         "peak_rss_kib": child_peak if child_peak is not None else peak_rss_kib(),
         "rss_before_kib": transfer.rss_before_kib,
+        **_source(kind),
     }
+
+
+def _source(kind: str) -> dict[str, str]:
+    """Where kuber-exec was imported from (``bench-compare`` checks it is the tree it meant)."""
+    if not kind.startswith(("trio-", "asyncio-")) or "-bare" in kind:
+        return {}
+    import kuber_exec_core
+
+    return {"source": str(Path(kuber_exec_core.__file__).resolve().parents[1])}
 
 
 def latency(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     iterations: int = args.iterations
     preload(kind)
+    runtime, _, mode = kind.removesuffix("-latency").partition("-")
     if kind == "official-latency":
         timings = official_latency(args.kubeconfig, args.pod, iterations)
+    elif mode == "bare":
+        bare = bare_latency_trio if runtime == "trio" else bare_latency_asyncio
+        timings = _run_async(runtime, lambda: bare(args.url, args.pod, iterations))
+    elif mode == "cached":
+        timings = _run_async(runtime, lambda: cached_latency(runtime, args.url, iterations))
     else:
-        runtime = kind.partition("-")[0]
         timings = _run_async(runtime, lambda: kuber_latency(runtime, args.url, iterations))
     return {
         "kind": kind,
@@ -381,16 +544,22 @@ def latency(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         "median_seconds": statistics.median(timings),
         "min_seconds": min(timings),
         "peak_rss_kib": peak_rss_kib(),
+        **_source(kind),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("kind", choices=THROUGHPUT_KINDS + LATENCY_KINDS)
-    parser.add_argument("--url", required=True, help="the sandbox's API server URL")
-    parser.add_argument("--kubeconfig", required=True, help="the sandbox's kubeconfig")
+    parser.add_argument("--url", required=True, help="the API server's URL")
+    parser.add_argument("--kubeconfig", required=True, help="its kubeconfig")
     parser.add_argument("--pod", required=True, help="the ready pod of Deployment web")
     parser.add_argument("--bytes", type=int, default=1024 * 1024, help="output size")
+    parser.add_argument(
+        "--message-bytes",
+        type=int,
+        help="run `bench-stdout BYTES MESSAGE_BYTES` (the benchmark server only) instead of head",
+    )
     parser.add_argument("--iterations", type=int, default=30, help="latency samples")
     args = parser.parse_args(argv)
     kind: str = args.kind

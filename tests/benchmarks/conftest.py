@@ -1,0 +1,44 @@
+"""The benchmark server (benchmarks/fast_server.py) in a process of its own, for its tests.
+
+The benchmark scripts are not a package: their folder goes on ``sys.path``, as when they run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+
+@attrs.frozen
+class FastServer:
+    url: str
+    pod: str
+    kubeconfig: str
+
+
+@pytest.fixture(scope="module")
+def fast_server() -> Iterator[FastServer]:
+    """The server, stopped by closing its stdin (as the benchmarks stop it)."""
+    process = subprocess.Popen(
+        [sys.executable, str(BENCHMARKS / "fast_server.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        ready = json.loads(process.stdout.readline())
+        yield FastServer(ready["url"], ready["pod"], ready["kubeconfig"])
+    finally:
+        process.stdin.close()
+        assert process.wait(timeout=30) == 0
+        process.stdout.close()
