@@ -167,6 +167,8 @@ def test_it_is_a_remote_terminal_that_follows_the_local_one() -> None:
         screen.type(b"sleep 30\r")
         screen.expect(rb"sleep 30\r\n")
         screen.type(b"\x03")
+        # SIGINT flushes the terminal's pending input: type the next line at the shell's prompt.
+        screen.expect(rb"\^C\r\n# ")
         screen.type(b"echo still-$((1 + 1))\r")
         screen.expect(rb"still-2\r\n")
 
