@@ -12,6 +12,7 @@ from kuber_exec_core import Deployment, ExecError, ExecErrorCode, LabelSelector,
 from kuber_exec_core.kube import ApiGet, ApiPlan, ApiResponse, DeploymentLookup, PodListing
 
 from ._config import ClusterConfig
+from ._http_network import install_cancel_safe_tls
 from ._transport import describe_error
 
 __all__ = ["MAX_CONCURRENT_REQUESTS", "RestClient", "open_http_client"]
@@ -39,13 +40,20 @@ def open_http_client(
     (``trust_env=False``: no proxy variables, no ``.netrc``, no ``SSL_CERT_FILE``; the kubeconfig
     alone says how to reach the server, as for the exec WebSocket). It never limits how many
     connections are open (long-lived requests such as watches must not starve the reads); it
-    keeps ``keepalive_connections`` of them idle for reuse (``None``: all).
+    keeps ``keepalive_connections`` of them idle for reuse (``None``: all). A request cancelled
+    during its TLS handshake closes its socket (:mod:`._http_network`; httpcore alone leaves it
+    to the garbage collector).
     """
+    transport = httpx.AsyncHTTPTransport(
+        verify=config.ssl_context if config.ssl_context is not None else True,
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=keepalive_connections),
+        trust_env=False,
+    )
+    install_cancel_safe_tls(transport)
     return httpx.AsyncClient(
         base_url=config.server,
-        verify=config.ssl_context if config.ssl_context is not None else True,
+        transport=transport,
         timeout=timeout,
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=keepalive_connections),
         headers={"Accept": "application/json"},
         follow_redirects=False,
         trust_env=False,
