@@ -11,6 +11,9 @@ general, and the fix that closed it (encode/httpcore#726) shielded the pool's cl
 A watch cache leaving, or an exec call cancelled while the API server's handshake is slow, meets
 it. The wrapper below closes the stream on any failure of ``start_tls``; everything else is
 httpcore's own.
+
+Importing this module imports httpcore, which imports trio when it is installed: it is imported
+where an HTTP client is built, not with the package.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from kuber_exec_core import Deployment, ExecError, ExecErrorCode, LabelSelector,
 from kuber_exec_core.kube import ApiGet, ApiPlan, ApiResponse, DeploymentLookup, PodListing
 
 from ._config import ClusterConfig
-from ._http_network import install_cancel_safe_tls
 from ._transport import describe_error
 
 __all__ = ["MAX_CONCURRENT_REQUESTS", "RestClient", "open_http_client"]
@@ -44,6 +43,10 @@ def open_http_client(
     during its TLS handshake closes its socket (:mod:`._http_network`; httpcore alone leaves it
     to the garbage collector).
     """
+    # Imported here, as httpx imports httpcore: httpcore imports trio whenever it is installed,
+    # and an asyncio application (the browser terminal) must not load trio by importing us.
+    from ._http_network import install_cancel_safe_tls
+
     transport = httpx.AsyncHTTPTransport(
         verify=config.ssl_context if config.ssl_context is not None else True,
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=keepalive_connections),
