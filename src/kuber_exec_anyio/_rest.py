@@ -39,13 +39,24 @@ def open_http_client(
     (``trust_env=False``: no proxy variables, no ``.netrc``, no ``SSL_CERT_FILE``; the kubeconfig
     alone says how to reach the server, as for the exec WebSocket). It never limits how many
     connections are open (long-lived requests such as watches must not starve the reads); it
-    keeps ``keepalive_connections`` of them idle for reuse (``None``: all).
+    keeps ``keepalive_connections`` of them idle for reuse (``None``: all). A request cancelled
+    during its TLS handshake closes its socket (:mod:`._http_network`; httpcore alone leaves it
+    to the garbage collector).
     """
+    # Imported here, as httpx imports httpcore: httpcore imports trio whenever it is installed,
+    # and an asyncio application (the browser terminal) must not load trio by importing us.
+    from ._http_network import install_cancel_safe_tls
+
+    transport = httpx.AsyncHTTPTransport(
+        verify=config.ssl_context if config.ssl_context is not None else True,
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=keepalive_connections),
+        trust_env=False,
+    )
+    install_cancel_safe_tls(transport)
     return httpx.AsyncClient(
         base_url=config.server,
-        verify=config.ssl_context if config.ssl_context is not None else True,
+        transport=transport,
         timeout=timeout,
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=keepalive_connections),
         headers={"Accept": "application/json"},
         follow_redirects=False,
         trust_env=False,

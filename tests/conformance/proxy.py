@@ -44,7 +44,13 @@ class FreezingProxy:
             await anyio.aclose_forcefully(sink)
 
     async def _handle(self, client: anyio.abc.ByteStream) -> None:
-        upstream = await anyio.connect_tcp(self._host, self._port)
+        # The listener hands the accepted stream over: closing it is ours, also when the
+        # connect upstream fails or the proxy stops during it.
+        try:
+            upstream = await anyio.connect_tcp(self._host, self._port)
+        except BaseException:
+            await anyio.aclose_forcefully(client)
+            raise
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._pump, client, upstream)

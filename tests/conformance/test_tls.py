@@ -8,16 +8,21 @@ certificates are made for each run with the openssl command line.
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import logging
 import os
 import shutil
 import ssl
 import subprocess
+import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 
 from kuber_exec_core import DEFAULT_SUBPROTOCOLS, ExecError, ExecErrorCode, ExecRequest, Workspace
@@ -219,3 +224,105 @@ async def test_the_watch_cache_verifies_the_server_by_default(
     finally:
         logger.removeHandler(warnings)
     assert "CERTIFICATE_VERIFY_FAILED" in warnings.messages[0]
+
+
+class _HandshakeHolder:
+    """A loopback TCP server that reads each client's TLS ClientHello and never answers it: a
+    client that has reached the server is inside its TLS handshake until it gives up.
+
+    ``in_handshake`` is set once ``clients`` ClientHellos have arrived; ``all_hung_up`` once
+    that many clients have closed their end.
+    """
+
+    def __init__(self, clients: int) -> None:
+        self.url = ""
+        self.in_handshake = anyio.Event()
+        self.all_hung_up = anyio.Event()
+        self._clients = clients
+        self._hellos = 0
+        self._hung_up = 0
+
+    async def _handle(self, stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            try:
+                await stream.receive()
+                self._hellos += 1
+                if self._hellos == self._clients:
+                    self.in_handshake.set()
+                async for _ in stream:
+                    pass  # Nothing more comes before the client closes.
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                pass
+        self._hung_up += 1
+        if self._hung_up == self._clients:
+            self.all_hung_up.set()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[_HandshakeHolder]:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        self.url = f"https://127.0.0.1:{listener.extra(anyio.abc.SocketAttribute.local_port)}"
+        async with listener, anyio.create_task_group() as tasks:
+            tasks.start_soon(listener.serve, self._handle)
+            try:
+                yield self
+            finally:
+                tasks.cancel_scope.cancel()
+
+
+#: The watch cache's connections per namespace: one each for Deployments, ReplicaSets and Pods.
+WATCHED_KINDS = 3
+
+
+async def _read_rest(adapter: Any, holder: _HandshakeHolder, config_path: str) -> None:
+    async with (
+        adapter.KubernetesBackend.from_kubeconfig(config_path) as backend,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(backend.get_deployment, "demo", "web")
+        with anyio.fail_after(10):
+            await holder.in_handshake.wait()
+        tasks.cancel_scope.cancel()
+
+
+async def _watch(adapter: Any, holder: _HandshakeHolder, config_path: str) -> None:
+    async with (
+        adapter.KubernetesBackend.from_kubeconfig(config_path) as backend,
+        backend.watch(["demo"]),
+    ):
+        with anyio.fail_after(10):
+            await holder.in_handshake.wait()
+
+
+async def _open_exec(adapter: Any, holder: _HandshakeHolder, config_path: str) -> None:
+    url = holder.url.replace("https://", "wss://") + "/api/v1/namespaces/demo/pods/p/exec"
+
+    async def connect() -> None:
+        async with adapter.connect_exec(url + "?command=true&stdout=true", DEFAULT_SUBPROTOCOLS):
+            pass
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(connect)
+        with anyio.fail_after(10):
+            await holder.in_handshake.wait()
+        tasks.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    ("reader", "clients"),
+    [(_read_rest, 1), (_watch, WATCHED_KINDS), (_open_exec, 1)],
+    ids=["rest", "watch", "exec"],
+)
+async def test_a_connection_cancelled_in_its_tls_handshake_is_closed(
+    adapter: Any, reader: Any, clients: int, tmp_path: Path
+) -> None:
+    # Cancelled while the server holds the ClientHello unanswered, each TLS client closes its
+    # socket at once; httpcore alone leaves it to the garbage collector (_http_network).
+    holder = _HandshakeHolder(clients)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        async with holder.running():
+            await reader(adapter, holder, kubeconfig(tmp_path, holder.url, {}, {}))
+            gc.collect()  # A socket only the garbage collector would close warns now.
+            with anyio.fail_after(10):
+                await holder.all_hung_up.wait()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
