@@ -17,6 +17,7 @@ from kuber_exec_core import ExecOutputLimitError as ExecOutputLimitError
 from kuber_exec_core import ExecRequest as ExecRequest
 from kuber_exec_core import ExecResult as ExecResult
 from kuber_exec_core import Exit as Exit
+from kuber_exec_core import Impersonation as Impersonation
 from kuber_exec_core import Resize as Resize
 from kuber_exec_core import ResolvedTarget as ResolvedTarget
 from kuber_exec_core import Stderr as Stderr
@@ -30,7 +31,9 @@ from ._backend import Backend as Backend
 from ._backend import ExecConnection as ExecConnection
 from ._config import ClusterConfig as ClusterConfig
 from ._kubernetes import KubernetesBackend as KubernetesBackend
+from ._lease_slots import ClusterSlots as ClusterSlots
 from ._limits import SessionLimits as SessionLimits
+from ._preflight import ExecPreflight as ExecPreflight
 from ._service import ExecService as ExecService
 from ._session import InteractiveSession as InteractiveSession
 
@@ -41,7 +44,9 @@ BINDING_NAMES: tuple[str, ...] = (
     "AuditEvent",
     "Backend",
     "ClusterConfig",
+    "ClusterSlots",
     "ExecConnection",
+    "ExecPreflight",
     "ExecService",
     "InteractiveSession",
     "JsonLinesAuditLog",
@@ -56,6 +61,7 @@ BINDING_NAMES: tuple[str, ...] = (
     "ExecRequest",
     "ExecResult",
     "Exit",
+    "Impersonation",
     "Resize",
     "ResolvedTarget",
     "Stderr",

@@ -20,7 +20,14 @@ from typing import Literal
 
 import attrs
 
-from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, ResolvedTarget, Workspace
+from kuber_exec_core import (
+    ExecError,
+    ExecErrorCode,
+    ExecRequest,
+    Impersonation,
+    ResolvedTarget,
+    Workspace,
+)
 
 __all__ = ["AuditEvent", "AuditHook", "AuditRecord", "audited"]
 
@@ -58,6 +65,9 @@ class AuditEvent:
         exit_code, error_code, error_message: see ``outcome``.
         bytes_in: stdin bytes sent to the process.
         bytes_out: stdout and stderr bytes received from it.
+        user: the user the exec acted for (``ExecRequest.on_behalf_of.user``), ``None`` when
+            it ran as the service itself.
+        groups: that user's impersonated groups.
     """
 
     kind: AuditKind
@@ -77,6 +87,8 @@ class AuditEvent:
     error_message: str | None = None
     bytes_in: int = 0
     bytes_out: int = 0
+    user: str | None = None
+    groups: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         """The event as JSON-ready values (the schema of :class:`JsonLinesAuditLog`'s lines)."""
@@ -100,6 +112,8 @@ class AuditEvent:
             "error_message": self.error_message,
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
+            "user": self.user,
+            "groups": list(self.groups),
         }
 
 
@@ -190,6 +204,8 @@ class AuditRecord:
         request = self._request
         target = self._target
         duration = time.monotonic() - self._started_monotonic if phase == "ended" else None
+        identity = getattr(request, "on_behalf_of", None)
+        acting = identity if isinstance(identity, Impersonation) else None
         return AuditEvent(
             kind=self._kind,
             phase=phase,
@@ -202,6 +218,8 @@ class AuditRecord:
             tty=self._tty,
             started_at=self._started_at,
             duration_seconds=duration,
+            user=None if acting is None else acting.user,
+            groups=() if acting is None else acting.groups,
             **fields,  # type: ignore[arg-type]
         )
 

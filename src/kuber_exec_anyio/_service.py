@@ -38,11 +38,11 @@ from kuber_exec_core.validation import (
     validate_subprotocols,
 )
 
-from ._audit import AuditHook, AuditRecord, audited
+from ._admission import admitted, workspace_slots
+from ._audit import AuditHook, AuditRecord
 from ._backend import Backend
 from ._drivers import collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
-from ._limits import WorkspaceSlots
 from ._retarget import open_exec
 from ._session import InteractiveSession, run_session
 
@@ -99,7 +99,7 @@ class ExecService:
         self.limits = limits if limits is not None else ExecLimits()
         self.audit = audit
         self.session_limits = session_limits if session_limits is not None else SessionLimits()
-        self._slots = WorkspaceSlots(self.session_limits.max_sessions_per_workspace)
+        self._slots = workspace_slots(backend, self.session_limits.max_sessions_per_workspace)
         self.subprotocols = (
             DEFAULT_SUBPROTOCOLS if subprotocols is None else validate_subprotocols(subprotocols)
         )
@@ -147,7 +147,7 @@ class ExecService:
         """
         request = validate_request_type(request)
         record = AuditRecord(self.audit, "execute", request, tty=False)
-        with audited(record), self._slots.hold(request.workspace):
+        async with admitted(record, self._slots, request):
             stdout_limit = validate_output_cap(stdout_cap, "stdout", self.limits)
             stderr_limit = validate_output_cap(stderr_cap, "stderr", self.limits)
             stdin_data = None if stdin is None else stdin_bytes(stdin)
@@ -217,7 +217,7 @@ class ExecService:
         capacity = validate_queue_capacity(queue_capacity, self.limits)
         record = AuditRecord(self.audit, "interactive", request, tty=tty)
         limits = self.session_limits
-        with audited(record), self._slots.hold(request.workspace):
+        async with admitted(record, self._slots, request):
             target = await self.resolve_target(request)
             record.started(target)
             streams = ExecStreams(stdin=stdin, stdout=True, stderr=not tty, tty=tty)

@@ -36,6 +36,7 @@ from ._frames import Stderr as Stderr
 from ._frames import Stdin as Stdin
 from ._frames import Stdout as Stdout
 from ._frames import stdin_bytes as stdin_bytes
+from ._identity import Impersonation as Impersonation
 from ._limits import ExecLimits as ExecLimits
 from ._objects import Deployment as Deployment
 from ._objects import Pod as Pod
@@ -173,6 +174,7 @@ __all__ = [
     # limits and requests
     "ExecLimits",
     "ExecRequest",
+    "Impersonation",
     "Workspace",
     # targeting
     "EXEC_MANAGED_BY_LABEL",
