@@ -82,8 +82,8 @@ def parse_micro_time(value: object) -> float | None:
     if offset != "Z":
         sign = -1 if offset[0] == "-" else 1
         shift = sign * (int(offset[1:3]) * 3600 + int(offset[4:6]) * 60)
-    whole = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
-    return whole - shift + int(fraction) / 10 ** len(fraction)
+    whole: int = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
+    return whole - shift + int(fraction) / 10.0 ** len(fraction)
 
 
 def lease_body(
