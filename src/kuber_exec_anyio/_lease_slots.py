@@ -37,6 +37,7 @@ from kuber_exec_core import ExecError, ExecErrorCode, Workspace
 from kuber_exec_core.kube import ApiResponse
 from kuber_exec_core.limits import is_expired, lease_body, slot_names, transitions_of
 
+from ._groups import single_exception
 from ._rest import RestClient
 
 __all__ = ["DEFAULT_LEASE_DURATION", "ClusterSlots", "LeaseWorkspaceSlots"]
@@ -139,14 +140,17 @@ class LeaseWorkspaceSlots:
                 f"across the service's replicas (the limit is {self.limit}); close one and try "
                 "again",
             )
-        lease = _Held(*held, acquired_at=self.slots.clock())
+        lease = _Held(*held)
         try:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._renew, rest, lease, holder)
-                try:
-                    yield
-                finally:
-                    tasks.cancel_scope.cancel()
+            # The caller's block runs inside the renewals' task group: its exception must come
+            # out as itself, not in a group.
+            with single_exception():
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self._renew, rest, lease, holder)
+                    try:
+                        yield
+                    finally:
+                        tasks.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_RELEASE_TIMEOUT):
                 await self._release(rest, lease)
@@ -158,16 +162,16 @@ class LeaseWorkspaceSlots:
 
     async def _take(
         self, rest: RestClient, workspace: Workspace, holder: str
-    ) -> tuple[str, str] | None:
-        """``(name, resourceVersion)`` of the slot taken, or ``None`` when all are held."""
+    ) -> tuple[str, str, float] | None:
+        """``(name, resourceVersion, acquireTime)`` of the slot taken, or ``None`` when all are
+        held."""
         assert self.limit is not None
         duration = self.slots.duration
         for name in slot_names(workspace.project, self.limit):
-            created = await self._call(
-                rest, "POST", None, lease_body(name, holder, duration, self.slots.clock())
-            )
+            now = self.slots.clock()
+            created = await self._call(rest, "POST", None, lease_body(name, holder, duration, now))
             if created.status == 201:
-                return name, _version(created)
+                return name, _version(created), now
             _expect(created, 409, self.slots, "create")
             current = await self._call(rest, "GET", name, None)
             if current.status == 404:
@@ -189,7 +193,7 @@ class LeaseWorkspaceSlots:
             taken = await self._call(rest, "PUT", name, body)
             if taken.status == 200:
                 logger.info("took over the expired session slot %s", name)
-                return name, _version(taken)
+                return name, _version(taken), now
             if taken.status not in (404, 409):
                 _expect(taken, 200, self.slots, "update")
         return None
@@ -248,7 +252,7 @@ class LeaseWorkspaceSlots:
 
 
 class _Held:
-    def __init__(self, name: str, version: str, *, acquired_at: float) -> None:
+    def __init__(self, name: str, version: str, acquired_at: float) -> None:
         self.name = name
         self.version: str | None = version
         self.acquired_at = acquired_at

@@ -15,7 +15,9 @@ from __future__ import annotations
 import datetime
 import json
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ._render import status_error
@@ -57,7 +59,7 @@ class LeaseStore:
     """Leases by ``(namespace, name)``; every method returns ``(status, JSON body)``."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._leases: dict[tuple[str, str], JSON] = {}
         self._version = 0
         #: Writes answered (create, update, delete; successes and refusals): for cost figures.
@@ -65,7 +67,19 @@ class LeaseStore:
 
     def _next_version(self) -> str:
         self._version += 1
+        self._lock.notify_all()
         return str(self._version)
+
+    def wait_until(self, predicate: Callable[[LeaseStore], bool], timeout: float = 10.0) -> bool:
+        """Block until ``predicate(self)`` holds after some write (or now), at most
+        ``timeout`` seconds; whether it held. For tests: call from a worker thread."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not predicate(self):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._lock.wait(remaining):
+                    return predicate(self)
+            return True
 
     def holders(self, namespace: str) -> dict[str, str | None]:
         """Each Lease name in ``namespace`` and its ``spec.holderIdentity`` (for tests)."""
