@@ -227,7 +227,7 @@ class TerminalEndpoint:
             bearer_token=_bearer_token(websocket),
         )
         try:
-            workspace = await call_authorize(self.authorize, request)
+            grant = await call_authorize(self.authorize, request)
         except TerminalRefused as refused:
             logger.info("terminal refused by the authorization callable: %s", refused.message)
             await channel.send_json(
@@ -237,8 +237,13 @@ class TerminalEndpoint:
             return
         columns = _dimension(query.get("cols"), _DEFAULT_SIZE[0])
         rows = _dimension(query.get("rows"), _DEFAULT_SIZE[1])
+        workspace = grant.workspace
         exec_request = ExecRequest(
-            workspace=workspace, deployment=deployment, command=self.command, container=container
+            workspace=workspace,
+            deployment=deployment,
+            command=self.command,
+            container=container,
+            on_behalf_of=grant.on_behalf_of,
         )
         started = time.monotonic()
         try:
