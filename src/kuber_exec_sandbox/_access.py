@@ -19,6 +19,7 @@ user is also in ``system:authenticated``. The exec itself is then authorized as 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote
@@ -112,8 +113,13 @@ class AccessPolicy:
         self._enforcing = False
         self._rules: list[AccessRule] = []
         self.caller = UserInfo("kuber-exec-sandbox", (_AUTHENTICATED,))
-        #: Users each exec ran as (in order), for tests of impersonation.
-        self.exec_users: list[str] = []
+        self._exec_users: deque[str] = deque(maxlen=1000)
+
+    @property
+    def exec_users(self) -> list[str]:
+        """The users each exec ran as, in order (the last 1000), for tests of impersonation."""
+        with self._lock:
+            return list(self._exec_users)
 
     @property
     def enforcing(self) -> bool:
@@ -140,7 +146,7 @@ class AccessPolicy:
             self._enforcing = False
             self._rules = []
             self.caller = UserInfo("kuber-exec-sandbox", (_AUTHENTICATED,))
-            self.exec_users = []
+            self._exec_users.clear()
 
     def allows(
         self, who: UserInfo, verb: str, resource: str, subresource: str = "", namespace: str = ""
@@ -186,7 +192,7 @@ class AccessPolicy:
         if not self.allows(who, "create", "pods", "exec", namespace):
             return forbidden(who.name, "create", "pods", "exec", namespace, pod)
         with self._lock:
-            self.exec_users.append(who.name)
+            self._exec_users.append(who.name)
         return None
 
     def review(self, who: UserInfo, body: object) -> tuple[int, JSON]:

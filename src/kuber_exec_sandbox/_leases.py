@@ -62,8 +62,6 @@ class LeaseStore:
         self._lock = threading.Condition()
         self._leases: dict[tuple[str, str], JSON] = {}
         self._version = 0
-        #: Writes answered (create, update, delete; successes and refusals): for cost figures.
-        self.writes = 0
 
     def _next_version(self) -> str:
         self._version += 1
@@ -124,7 +122,6 @@ class LeaseStore:
             return checked
         name = checked["metadata"]["name"]
         with self._lock:
-            self.writes += 1
             if (namespace, name) in self._leases:
                 return _status(409, "AlreadyExists", f'{_QUALIFIED} "{name}" already exists', name)
             metadata = checked["metadata"]
@@ -151,7 +148,6 @@ class LeaseStore:
                 name,
             )
         with self._lock:
-            self.writes += 1
             stored = self._leases.get((namespace, name))
             if stored is None:
                 return _not_found(name)
@@ -174,7 +170,6 @@ class LeaseStore:
             if isinstance(preconditions, dict):
                 wanted = preconditions.get("resourceVersion")
         with self._lock:
-            self.writes += 1
             stored = self._leases.get((namespace, name))
             if stored is None:
                 return _not_found(name)
