@@ -16,6 +16,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from kuber_exec_core import (
@@ -193,3 +194,27 @@ async def test_a_static_token_is_reread_from_the_rewritten_kubeconfig(
         write_kubeconfig(guarded.kubeconfig_path, guarded.url, token="rotated")
         assert (await adapter.ExecService(backend).execute(REQUEST)).stdout == b"fresh\n"
     assert backend.config.credentials_generation == 2
+
+
+async def test_concurrent_401s_share_one_refresh(
+    adapter: Any, guarded: Sandbox, tmp_path: Path
+) -> None:
+    plugin = Plugin(tmp_path)
+    plugin.token_file.write_text("token-1")
+    path = plugin.kubeconfig(guarded.url, tmp_path / "kubeconfig")
+    backend = adapter.KubernetesBackend.from_kubeconfig(str(path))
+    results: list[Any] = []
+    async with backend:
+        guarded.set_token("token-5")
+        plugin.token_file.write_text("token-5")
+        service = adapter.ExecService(backend)
+
+        async def run() -> None:
+            results.append(await service.execute(REQUEST))
+
+        async with anyio.create_task_group() as tasks:
+            for _ in range(6):
+                tasks.start_soon(run)
+    assert [r.stdout for r in results] == [b"fresh\n"] * 6
+    assert plugin.runs == 2  # one load, one refresh for all six
+    assert backend.config.credentials_generation == 1

@@ -232,3 +232,34 @@ def test_cluster_slots_refuse_bad_values() -> None:
         assert raised.value.code is ExecErrorCode.INVALID
     with pytest.raises(ExecError):
         ClusterSlots("")
+
+
+async def test_a_slot_taken_over_is_left_to_its_new_holder(adapter: Any, sandbox: Sandbox) -> None:
+    import httpx
+
+    async with replicas(adapter, sandbox, 1, 1, duration=30) as (service,):
+        session = service.open_interactive(REQUEST, tty=False)
+        async with session:
+            lease = sandbox.leases.lease(NAMESPACE, "demo-0")
+            assert lease is not None
+            # Another replica decided this one was dead and took the slot over.
+            lease["spec"]["holderIdentity"] = "other-replica/1"
+            path = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/demo-0"
+            async with httpx.AsyncClient(base_url=sandbox.url) as http:
+                assert (await http.put(path, json=lease)).status_code == 200
+    # The release's precondition (the resourceVersion it last wrote) kept it from deleting it.
+    assert sandbox.leases.holders(NAMESPACE) == {"demo-0": "other-replica/1"}
+
+
+def test_platform_options_are_type_checked() -> None:
+    import kuber_exec_trio
+
+    config = kuber_exec_trio.ClusterConfig("http://127.0.0.1:1")
+    with pytest.raises(TypeError):
+        kuber_exec_trio.KubernetesBackend(config, preflight="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        kuber_exec_trio.KubernetesBackend(config, cluster_slots="ns")  # type: ignore[arg-type]
+    for options in ({"ttl": 0}, {"max_entries": 0}, {"verb": "patch"}, {"ttl": True}):
+        with pytest.raises(ExecError) as raised:
+            kuber_exec_trio.ExecPreflight(**options)
+        assert raised.value.code is ExecErrorCode.INVALID
