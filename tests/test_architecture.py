@@ -194,7 +194,8 @@ def test_the_core_surface_is_pinned_and_h11_sized() -> None:
 @pytest.mark.parametrize("binding", ["kuber_exec_trio", "kuber_exec_asyncio"])
 def test_both_runtime_bindings_export_the_same_names(binding: str) -> None:
     module = importlib.import_module(binding)
-    extra = {"AuditEvent", "JsonLinesAuditLog", "SessionLimits"}  # the service's audit kit
+    # The service's audit and recording kit.
+    extra = {"AuditEvent", "JsonLinesAuditLog", "SessionLimits", "Recording", "RecordingSink"}
     assert set(module.__all__) - extra == BINDING_NAMES
     assert [name for name in module.__all__ if not hasattr(module, name)] == []
 

@@ -31,6 +31,8 @@ from ._backend import ExecConnection as ExecConnection
 from ._config import ClusterConfig as ClusterConfig
 from ._kubernetes import KubernetesBackend as KubernetesBackend
 from ._limits import SessionLimits as SessionLimits
+from ._recording import Recording as Recording
+from ._recording import RecordingSink as RecordingSink
 from ._service import ExecService as ExecService
 from ._session import InteractiveSession as InteractiveSession
 
@@ -45,6 +47,8 @@ BINDING_NAMES: tuple[str, ...] = (
     "ExecService",
     "InteractiveSession",
     "JsonLinesAuditLog",
+    "Recording",
+    "RecordingSink",
     "SessionLimits",
     # re-exported from kuber_exec_core
     "Close",

@@ -58,6 +58,10 @@ class AuditEvent:
         exit_code, error_code, error_message: see ``outcome``.
         bytes_in: stdin bytes sent to the process.
         bytes_out: stdout and stderr bytes received from it.
+        recording: the name of the session's recording (its file, see
+            ``open_interactive(recording=...)``), ``None`` when it is not recorded.
+        recording_error: on ``ended``, why the recording failed (the session went on), or
+            ``None``.
     """
 
     kind: AuditKind
@@ -77,6 +81,8 @@ class AuditEvent:
     error_message: str | None = None
     bytes_in: int = 0
     bytes_out: int = 0
+    recording: str | None = None
+    recording_error: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         """The event as JSON-ready values (the schema of :class:`JsonLinesAuditLog`'s lines)."""
@@ -100,6 +106,8 @@ class AuditEvent:
             "error_message": self.error_message,
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
+            "recording": self.recording,
+            "recording_error": self.recording_error,
         }
 
 
@@ -118,7 +126,13 @@ class AuditRecord:
     """The audit trail of one call: builds and emits its ``started`` and ``ended`` events."""
 
     def __init__(
-        self, hook: AuditHook | None, kind: AuditKind, request: ExecRequest, *, tty: bool
+        self,
+        hook: AuditHook | None,
+        kind: AuditKind,
+        request: ExecRequest,
+        *,
+        tty: bool,
+        recording: str | None = None,
     ) -> None:
         self._hook = hook
         self._kind: AuditKind = kind
@@ -128,6 +142,8 @@ class AuditRecord:
         self._started_at = datetime.datetime.now(datetime.UTC)
         self._started_monotonic = time.monotonic()
         self._target: ResolvedTarget | None = None
+        self._recording = recording
+        self._recording_error: str | None = None
         self.ended = False
 
     def started(self, target: ResolvedTarget) -> None:
@@ -139,6 +155,10 @@ class AuditRecord:
         """The exec is retried on ``target`` before its command started (the first pod was
         gone): the ``ended`` event names it. No event of its own."""
         self._target = target
+
+    def recording_failed(self, message: str) -> None:
+        """The session's recording failed (the session goes on): the ``ended`` event says so."""
+        self._recording_error = message
 
     def exited(self, exit_code: int, *, bytes_in: int, bytes_out: int) -> None:
         """Emit ``ended`` with ``outcome="exit"``."""
@@ -202,6 +222,8 @@ class AuditRecord:
             tty=self._tty,
             started_at=self._started_at,
             duration_seconds=duration,
+            recording=self._recording,
+            recording_error=self._recording_error,
             **fields,  # type: ignore[arg-type]
         )
 

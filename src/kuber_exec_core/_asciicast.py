@@ -161,10 +161,11 @@ class AsciicastWriter:
       back exactly, whatever the frames' boundaries, and invalid bytes show as the replacement
       character in every player rather than breaking the file. :meth:`close` writes a character
       left unfinished at the end as U+FFFD.
-    - **The cap**: the file never exceeds ``max_bytes``. The first event that would leave no
-      room for the cap marker is not written; a marker event (``"m"``, labelled with
-      :attr:`cap_label`) is written instead and the writer stops: every later call returns
-      ``b""`` (:attr:`capped` tells). The session itself is not the writer's business.
+    - **The cap**: the file never exceeds ``max_bytes``. Of the first event that would leave
+      no room for the cap marker, only the longest head of its text that fits is written (of
+      output or input; nothing of a resize or marker), then a marker event (``"m"``, labelled
+      with :attr:`cap_label`), and the writer stops: every later call returns ``b""``
+      (:attr:`capped` tells). The session itself is not the writer's business.
 
     Raises:
         ExecError: ``EXEC_INVALID`` when ``max_bytes`` is not an integer large enough for the
@@ -301,10 +302,28 @@ class AsciicastWriter:
         if self.bytes_written + len(line) + self._reserve <= self._max_bytes:
             self.bytes_written += len(line)
             return head + line
-        # The cap: this event does not fit with the marker after it; the marker goes instead.
+        # The cap: this event does not fit with the marker after it. Of output or input, the
+        # longest head that fits goes out; then the marker, and nothing more.
         self._stopped = self.capped = True
+        room = self._max_bytes - self.bytes_written - self._reserve
+        if code in ("o", "i") and (head_line := _longest_fitting(seconds, code, text, room)):
+            self.bytes_written += len(head_line)
+            head += head_line
         marker = _event_line(seconds, "m", self.cap_label)
         if self.bytes_written + len(marker) > self._max_bytes:
             return head  # Only after about three years of recording: no room for the marker.
         self.bytes_written += len(marker)
         return head + marker
+
+
+def _longest_fitting(seconds: float, code: EventCode, text: str, room: int) -> bytes:
+    """The event line of the longest head of ``text`` that fits in ``room`` bytes (``b""`` if
+    none does): a bisection, since escapes make a line's length uneven in its characters."""
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(_event_line(seconds, code, text[:middle])) <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return _event_line(seconds, code, text[:low]) if low else b""

@@ -146,23 +146,34 @@ def test_the_file_never_exceeds_the_cap_and_ends_with_the_marker_when_capped(
     assert len(file) == writer.bytes_written <= cap
     lines = file.splitlines(keepends=True)
     if writer.capped:
-        # Everything before the marker is what the uncapped writer wrote; the marker is last,
-        # in place of an event the uncapped writer did write.
+        # The marker is last; before it, the head of what the uncapped writer wrote: whole
+        # lines, then possibly the head of the event that crossed the cap.
         marker = json.loads(lines[-1])
         assert marker[1:] == ["m", writer.cap_label]
-        kept = b"".join(lines[:-1])
-        assert uncapped.startswith(kept)
-        assert len(uncapped) > len(kept)
+        whole = b"".join(lines[:-2])
+        assert uncapped.startswith(whole)
+        for code in ("o", "i"):
+            assert _text_of(uncapped, code).startswith(_text_of(file, code))
+        assert len(uncapped) > len(file) - len(lines[-1])
     else:
         assert file == uncapped
+
+
+def _text_of(file: bytes, code: str) -> str:
+    return "".join(event[2] for event in map(json.loads, file.splitlines()[1:]) if event[1] == code)
 
 
 def test_after_the_cap_nothing_more_is_written() -> None:
     writer = AsciicastWriter(max_bytes=400)
     first = writer.output(0.0, b"a" * 20)
     assert first.count(b"\n") == 2  # the header and the event
-    capped = writer.output(1.0, b"b" * 400)
-    assert json.loads(capped) == [1.0, "m", writer.cap_label]
+    capped = writer.output(1.0, b"b" * 400).splitlines()
+    # What fits of the event that crosses the cap, then the marker.
+    assert json.loads(capped[0])[:2] == [1.0, "o"]
+    assert set(json.loads(capped[0])[2]) == {"b"}
+    assert json.loads(capped[1]) == [1.0, "m", writer.cap_label]
+    # Full up to the few digits reserved for a later marker time.
+    assert 390 <= writer.bytes_written <= 400
     assert writer.capped
     assert writer.closed
     assert writer.output(2.0, b"c") == writer.input(2.0, b"d") == writer.close(3.0) == b""
