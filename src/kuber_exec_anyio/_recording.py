@@ -10,8 +10,9 @@ the session opened.
 A recorder that fails ends nothing: the destination cannot be opened, a write fails (a full
 disk), the sink raises: the error is logged (logger ``kuber_exec``), recording stops, the
 session goes on, and the session's ``ended`` audit event names the error
-(``recording_error``). Memory stays bounded: when the destination falls more than
-``_MAX_PENDING_BYTES`` behind, the session's reader waits for it (as for a slow consumer).
+(``recording_error``). Memory stays bounded: when more than ``_MAX_PENDING_BYTES`` wait
+besides the chunk being written, the session's reader waits for the destination (as for a slow
+consumer).
 """
 
 from __future__ import annotations

@@ -312,3 +312,51 @@ async def test_a_bad_recording_is_refused_before_anything_starts(
             adapter.Recording(**options)
         assert refused.value.code is ExecErrorCode.INVALID
         assert words in refused.value.message
+
+
+class GatedSink:
+    """A sink whose writes wait until the test opens the gate: a disk that is stuck."""
+
+    def __init__(self) -> None:
+        self.gate = anyio.Event()
+        self.chunks: list[bytes] = []
+
+    async def write(self, data: bytes) -> None:
+        await self.gate.wait()
+        self.chunks.append(data)
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_stuck_destination_holds_the_reader_back_with_bounded_memory() -> None:
+    from kuber_exec_anyio._recording import Recording, SessionRecorder
+
+    sink = GatedSink()
+    recorder = SessionRecorder(Recording(destination=sink), "yes", tty=True)
+    frame = Stdout(b"y\r\n" * 10_000)  # 30 KB of output, 50 KB of JSON
+    fed = 0
+
+    async def feed() -> None:
+        nonlocal fed
+        for _ in range(100):
+            await recorder.received(frame)
+            fed += 1
+
+    failures: list[str] = []
+    async with recorder.running(failures.append), anyio.create_task_group() as tasks:
+        tasks.start_soon(feed)
+        await anyio.wait_all_tasks_blocked()
+        # The writer is stuck in the sink with one chunk (at most 1 MiB) and the feeder waits
+        # for room with at most 1 MiB more pending: about 2 MiB held, not the 5 MB of JSON
+        # that all 100 frames make.
+        assert 20 < fed < 50
+        assert recorder.bytes_written < 3 * 1024 * 1024
+        sink.gate.set()
+    assert fed == 100
+    assert failures == []
+    written = b"".join(sink.chunks)
+    assert len(written) == recorder.bytes_written
+    assert max(len(chunk) for chunk in sink.chunks) < 1024 * 1024 + 2 * 50_000
+    text = "".join(json.loads(line)[2] for line in written.splitlines()[1:])
+    assert text == "y\r\n" * 10_000 * 100
