@@ -8,7 +8,7 @@ turns them into lines, and a writer task appends the lines to the destination as
 the session opened.
 
 A recorder that fails ends nothing: the destination cannot be opened, a write fails (a full
-disk), the sink raises: the error is logged (logger ``kuber_exec``), recording stops, the
+disk), the sink raises: the error is logged (logger ``kuber_exec.recording``), recording stops, the
 session goes on, and the session's ``ended`` audit event names the error
 (``recording_error``). Memory stays bounded: when more than ``_MAX_PENDING_BYTES`` wait
 besides the chunk being written, the session's reader waits for the destination (as for a slow
@@ -45,7 +45,9 @@ from kuber_exec_core.asciicast import DEFAULT_MAX_RECORDING_BYTES, AsciicastHead
 
 __all__ = ["Recording", "RecordingSink", "SessionRecorder", "prepare_recorder", "recorded"]
 
-logger = logging.getLogger("kuber_exec")
+# A child of ``kuber_exec``: an app that reports failures from the audit event (the CLI) can
+# silence this one logger.
+logger = logging.getLogger("kuber_exec.recording")
 
 # The writer task takes what is pending in one piece; past this much not yet written, the
 # session's reader waits for the destination (bounded memory, whatever the output rate).
