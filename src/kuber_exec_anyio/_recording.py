@@ -120,6 +120,9 @@ class Recording:
             was written for).
         name: how the audit events name the recording (default: the path, or the sink's
             class name).
+        columns, rows: the terminal's size for the header when the caller knows it before the
+            session opens (a browser's window); a ``Resize`` sent before any output still
+            sets it. Default 80x24.
     """
 
     destination: str | os.PathLike[str] | RecordingSink = attrs.field(validator=_destination)
@@ -128,6 +131,8 @@ class Recording:
     title: str | None = None
     env: Mapping[str, str] = attrs.field(factory=dict, converter=_env, eq=False, hash=False)
     name: str | None = None
+    columns: int = 80
+    rows: int = 24
 
     @property
     def label(self) -> str:
@@ -209,6 +214,8 @@ class SessionRecorder:
         """A new core writer for this recording (its header as of now)."""
         return AsciicastWriter(
             AsciicastHeader(
+                width=self.recording.columns,
+                height=self.recording.rows,
                 timestamp=int(time.time()),
                 command=self._command,
                 title=self.recording.title,
