@@ -5,7 +5,8 @@ On the sandbox (in a process of its own; its pods are local processes), each rou
 from round to round: unrecorded; recorded whole (a cap above the run, so every byte is encoded
 and written to a file); recorded with a small cap (the recording stops early, the session goes
 on). It prints the output rate of each (MB/s of terminal output the consumer received, median
-of the rounds), the recorded/unrecorded ratios, and the process's peak RSS growth during each
+of the rounds), the recorded/unrecorded ratios, the client's CPU time per 100 MB of output (what
+the recorder costs, whichever side is the bottleneck), and the process's peak RSS growth during each
 kind of run, for two sizes of run: with the recorder streaming to disk and holding at most
 about 2 MiB, the peak does not grow with the size of the run.
 
@@ -37,8 +38,11 @@ def _rss() -> int:
     raise RuntimeError("no VmRSS")
 
 
-async def _one_run(service: Any, adapter: Any, size: int, recording: Any) -> tuple[float, int]:
-    """One session; returns (MB/s of output, peak RSS growth in bytes)."""
+async def _one_run(
+    service: Any, adapter: Any, size: int, recording: Any
+) -> tuple[float, int, float]:
+    """One session; returns (MB/s of output, peak RSS growth in bytes, client CPU seconds per
+    100 MB of output: this process's, the recorder's writer thread included)."""
     request = ExecRequest(
         workspace=Workspace(project="demo", uid="demo-uid"),
         deployment="web",
@@ -57,6 +61,7 @@ async def _one_run(service: Any, adapter: Any, size: int, recording: Any) -> tup
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(sample)
         started = time.perf_counter()
+        cpu = time.process_time()
         async with service.open_interactive(request, recording=recording) as session:
             async for frame in session:
                 if isinstance(frame, Stdout):
@@ -64,11 +69,12 @@ async def _one_run(service: Any, adapter: Any, size: int, recording: Any) -> tup
                 elif isinstance(frame, Exit):
                     break
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu
         tasks.cancel_scope.cancel()
     peak = max(peak, _rss())
     # A TTY turns each "\n" into "\r\n": more bytes arrive than `head` wrote.
     assert received >= size, (received, size)
-    return received / elapsed / 1e6, peak - baseline
+    return received / elapsed / 1e6, peak - baseline, cpu / received * 1e8
 
 
 async def _main(url: str, folder: str, args: argparse.Namespace) -> None:
@@ -92,13 +98,15 @@ async def _main(url: str, folder: str, args: argparse.Namespace) -> None:
         await _one_run(service, adapter, 1_000_000, None)  # warm up
         rates: dict[str, list[float]] = {"unrecorded": [], "recorded": [], "capped": []}
         peaks: dict[str, list[int]] = {name: [] for name in rates}
+        cpus: dict[str, list[float]] = {name: [] for name in rates}
         for run in range(args.rounds):
             choices = list(kinds(run).items())
             shift = run % len(choices)
             for name, recording in choices[shift:] + choices[:shift]:
-                rate, peak = await _one_run(service, adapter, size, recording)
+                rate, peak, cpu = await _one_run(service, adapter, size, recording)
                 rates[name].append(rate)
                 peaks[name].append(peak)
+                cpus[name].append(cpu)
         # The same with a run four times the size: the peak must not follow it.
         big = {}
         for name, recording in kinds(args.rounds).items():
@@ -111,8 +119,9 @@ async def _main(url: str, folder: str, args: argparse.Namespace) -> None:
         print(
             f"  {name:<11} {median[name]:8.1f} MB/s   "
             f"ratio {median[name] / median['unrecorded']:.3f}   "
-            f"peak RSS growth {max(peaks[name]) / mib:6.1f} MiB "
-            f"({4 * args.megabytes} MB run: {big[name] / mib:6.1f} MiB)"
+            f"client CPU {statistics.median(cpus[name]):5.2f} s/100 MB   "
+            f"peak RSS growth {max(peaks[name]) / mib:5.1f} MiB "
+            f"({4 * args.megabytes} MB run: {big[name] / mib:5.1f} MiB)"
         )
 
 

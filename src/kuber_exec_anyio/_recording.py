@@ -4,8 +4,8 @@
 :class:`SessionRecorder` records one session: the session hands it each output frame it reads
 and each client frame it sends, the core's :class:`~kuber_exec_core.asciicast.AsciicastWriter`
 turns them into lines, and a writer task appends the lines to the destination as they come
-(off the event loop for a file). Times come from the monotonic clock, counted from the moment
-the session opened.
+(off the event loop for a file, in batches of up to 64 KiB or 50 ms). Times come from the
+monotonic clock, counted from the moment the session opened.
 
 A recorder that fails ends nothing: the destination cannot be opened, a write fails (a full
 disk), the sink raises: the error is logged (logger ``kuber_exec.recording``), recording stops, the
@@ -52,6 +52,10 @@ logger = logging.getLogger("kuber_exec.recording")
 # The writer task takes what is pending in one piece; past this much not yet written, the
 # session's reader waits for the destination (bounded memory, whatever the output rate).
 _MAX_PENDING_BYTES = 1024 * 1024
+# Writes are batched: the writer takes what is pending once 64 KiB are, or 50 ms after the first
+# byte of a batch (a thread hop per 3 KiB TTY frame would cost more than the encoding).
+_FLUSH_BYTES = 64 * 1024
+_FLUSH_DELAY = 0.05
 # How long the end of a session waits for the recording's last bytes and close.
 _CLOSE_TIMEOUT = 10.0
 
@@ -184,6 +188,7 @@ class SessionRecorder:
         self._opened_at = 0.0
         self._pending = bytearray()
         self._data = anyio.Event()
+        self._full = anyio.Event()
         self._room = anyio.Event()
         self._write_lock = anyio.Lock()
         self._fd: int | None = None
@@ -253,8 +258,11 @@ class SessionRecorder:
 
     def _append(self, data: bytes) -> None:
         if data:
+            if not self._pending:
+                self._data.set()
             self._pending += data
-            self._data.set()
+            if len(self._pending) >= _FLUSH_BYTES:
+                self._full.set()
             if self._writer is not None and self._writer.capped:
                 logger.info(
                     "the recording %s reached its size cap of %d bytes: the session goes on "
@@ -307,6 +315,10 @@ class SessionRecorder:
         while True:
             await self._data.wait()
             self._data = anyio.Event()
+            if len(self._pending) < _FLUSH_BYTES:
+                with anyio.move_on_after(_FLUSH_DELAY):
+                    await self._full.wait()
+            self._full = anyio.Event()
             async with self._write_lock:
                 await self._flush()
 

@@ -89,9 +89,9 @@ async def audited(adapter: Any, sandbox: Any) -> Any:
 # A multi-byte text whose characters the PTY may well split across frames, and bytes that
 # are not UTF-8 only where the checks say so.
 _SCRIPT = (
-    "stty -echo; read go; printf 'h\\303\\251llo \\342\\202\\254 '; stty size; "
+    "read go; stty -echo; printf 'h\\303\\251llo \\342\\202\\254 '; stty size; "
     "i=0; while [ $i -lt 200 ]; do printf '\\360\\237\\230\\200%d ' $i; i=$((i+1)); done; "
-    "read secret; echo got; exit 3"
+    "echo; echo ready; read secret; echo got; exit 3"
 )
 
 
@@ -101,10 +101,17 @@ async def test_asciinema_cat_prints_the_sessions_output_bytes_exactly(
     path = tmp_path / "session.cast"
     recording = adapter.Recording(destination=path, title="t", env={"TERM": "xterm"})
     async with audited.open_interactive(run("sh", "-c", _SCRIPT), recording=recording) as session:
+        # The size first (nothing is output before "go"), then the password once echo is off.
         await session.send(Resize(101, 33))
         await session.send(Stdin(b"go\n"))
+        frames = []
+        with anyio.fail_after(30):
+            async for frame in session:
+                frames.append(frame)
+                if b"ready\r\n" in output(frames):
+                    break
         await session.send(Stdin(b"hunter2\n"))
-        frames = await collect(session)
+        frames += await collect(session)
     assert frames[-1] == Exit(3, "NonZeroExitCode", frames[-1].message)  # type: ignore[attr-defined]
     shown = output(frames)
     assert b"33 101" in shown
@@ -295,6 +302,10 @@ async def test_a_bad_recording_is_refused_before_anything_starts(
     for bad, words in [
         (str(tmp_path / "x.cast"), "recording must be a Recording or None"),
         (adapter.Recording(destination=tmp_path / "y.cast", max_bytes=10), "max_bytes"),
+        (
+            adapter.Recording(destination=tmp_path / "w.cast", columns=0),
+            "width must be between 1 and 65535",
+        ),
     ]:
         with pytest.raises(ExecError) as caught:
             async with audited.open_interactive(run("sh"), recording=bad):
