@@ -112,7 +112,7 @@ async def test_asciinema_cat_prints_the_sessions_output_bytes_exactly(
                     break
         await session.send(Stdin(b"hunter2\n"))
         frames += await collect(session)
-    assert frames[-1] == Exit(3, "NonZeroExitCode", frames[-1].message)  # type: ignore[attr-defined]
+    assert frames[-1] == Exit(3, "NonZeroExitCode", frames[-1].message)
     shown = output(frames)
     assert b"33 101" in shown
     assert b"got" in shown
@@ -371,3 +371,24 @@ async def test_a_stuck_destination_holds_the_reader_back_with_bounded_memory() -
     assert max(len(chunk) for chunk in sink.chunks) < 1024 * 1024 + 2 * 50_000
     text = "".join(json.loads(line)[2] for line in written.splitlines()[1:])
     assert text == "y\r\n" * 10_000 * 100
+
+
+async def test_a_cancelled_session_still_finishes_its_recording(
+    audited: Any, adapter: Any, tmp_path: Path
+) -> None:
+    path = tmp_path / "cancelled.cast"
+    recording = adapter.Recording(destination=path)
+    command = run("sh", "-c", "printf 'caf\\303'; printf '\\251 ready\\n'; exec sleep 30")
+    with anyio.fail_after(30), anyio.CancelScope() as scope:
+        async with audited.open_interactive(command, recording=recording) as session:
+            async for frame in session:
+                if isinstance(frame, Stdout) and b"ready" in frame.data:
+                    scope.cancel()
+    assert scope.cancelled_caught
+    # Leaving under cancellation wrote what was pending and closed the file: a whole recording.
+    text = "".join(event[2] for event in events(path)[1] if event[1] == "o")
+    assert "café ready" in text
+    assert (await asciinema_cat(path)).decode() == text
+    ended = audited.events[-1]
+    assert ended.outcome != "exit"
+    assert (ended.recording, ended.recording_error) == (str(path), None)
