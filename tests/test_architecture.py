@@ -196,6 +196,7 @@ def test_both_runtime_bindings_export_the_same_names(binding: str) -> None:
     module = importlib.import_module(binding)
     extra = {"AuditEvent", "JsonLinesAuditLog", "SessionLimits"}  # the service's audit kit
     extra |= {"ClusterSlots", "ExecPreflight", "Impersonation"}  # the platform kit
+    extra |= {"Recording", "RecordingSink"}  # the recording kit
     assert set(module.__all__) - extra == BINDING_NAMES
     assert [name for name in module.__all__ if not hasattr(module, name)] == []
 
@@ -218,7 +219,7 @@ def test_the_bindings_share_one_implementation() -> None:
 @pytest.mark.parametrize(
     "module", ["kuber_exec_core.state", "kuber_exec_core.channels", "kuber_exec_core.kube",
                "kuber_exec_core.server", "kuber_exec_core.limits", "kuber_exec_core.watch",
-               "kuber_exec_core.validation",
+               "kuber_exec_core.validation", "kuber_exec_core.asciicast",
                "kuber_exec_anyio.transport",
                "kuber_exec_anyio.testing"],
 )  # fmt: skip

@@ -34,6 +34,8 @@ from ._kubernetes import KubernetesBackend as KubernetesBackend
 from ._lease_slots import ClusterSlots as ClusterSlots
 from ._limits import SessionLimits as SessionLimits
 from ._preflight import ExecPreflight as ExecPreflight
+from ._recording import Recording as Recording
+from ._recording import RecordingSink as RecordingSink
 from ._service import ExecService as ExecService
 from ._session import InteractiveSession as InteractiveSession
 
@@ -50,6 +52,8 @@ BINDING_NAMES: tuple[str, ...] = (
     "ExecService",
     "InteractiveSession",
     "JsonLinesAuditLog",
+    "Recording",
+    "RecordingSink",
     "SessionLimits",
     # re-exported from kuber_exec_core
     "Close",

@@ -68,6 +68,10 @@ class AuditEvent:
         user: the user the exec acted for (``ExecRequest.on_behalf_of.user``), ``None`` when
             it ran as the service itself.
         groups: that user's impersonated groups.
+        recording: the name of the session's recording (its file, see
+            ``open_interactive(recording=...)``), ``None`` when it is not recorded.
+        recording_error: on ``ended``, why the recording failed (the session went on), or
+            ``None``.
     """
 
     kind: AuditKind
@@ -89,6 +93,8 @@ class AuditEvent:
     bytes_out: int = 0
     user: str | None = None
     groups: tuple[str, ...] = ()
+    recording: str | None = None
+    recording_error: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         """The event as JSON-ready values (the schema of :class:`JsonLinesAuditLog`'s lines)."""
@@ -114,6 +120,8 @@ class AuditEvent:
             "bytes_out": self.bytes_out,
             "user": self.user,
             "groups": list(self.groups),
+            "recording": self.recording,
+            "recording_error": self.recording_error,
         }
 
 
@@ -132,7 +140,13 @@ class AuditRecord:
     """The audit trail of one call: builds and emits its ``started`` and ``ended`` events."""
 
     def __init__(
-        self, hook: AuditHook | None, kind: AuditKind, request: ExecRequest, *, tty: bool
+        self,
+        hook: AuditHook | None,
+        kind: AuditKind,
+        request: ExecRequest,
+        *,
+        tty: bool,
+        recording: str | None = None,
     ) -> None:
         self._hook = hook
         self._kind: AuditKind = kind
@@ -142,6 +156,8 @@ class AuditRecord:
         self._started_at = datetime.datetime.now(datetime.UTC)
         self._started_monotonic = time.monotonic()
         self._target: ResolvedTarget | None = None
+        self._recording = recording
+        self._recording_error: str | None = None
         self.ended = False
 
     def started(self, target: ResolvedTarget) -> None:
@@ -153,6 +169,10 @@ class AuditRecord:
         """The exec is retried on ``target`` before its command started (the first pod was
         gone): the ``ended`` event names it. No event of its own."""
         self._target = target
+
+    def recording_failed(self, message: str) -> None:
+        """The session's recording failed (the session goes on): the ``ended`` event says so."""
+        self._recording_error = message
 
     def exited(self, exit_code: int, *, bytes_in: int, bytes_out: int) -> None:
         """Emit ``ended`` with ``outcome="exit"``."""
@@ -220,6 +240,8 @@ class AuditRecord:
             duration_seconds=duration,
             user=None if acting is None else acting.user,
             groups=() if acting is None else acting.groups,
+            recording=self._recording,
+            recording_error=self._recording_error,
             **fields,  # type: ignore[arg-type]
         )
 

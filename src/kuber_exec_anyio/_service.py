@@ -43,6 +43,7 @@ from ._audit import AuditHook, AuditRecord
 from ._backend import Backend
 from ._drivers import collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
+from ._recording import Recording, prepare_recorder, recorded
 from ._retarget import open_exec
 from ._session import InteractiveSession, run_session
 
@@ -198,24 +199,32 @@ class ExecService:
         tty: bool = True,
         stdin: bool = True,
         queue_capacity: int | None = None,
+        recording: Recording | None = None,
     ) -> AsyncIterator[InteractiveSession]:
         """Open an interactive session (a TTY and stdin by default).
 
         With ``stdin=False`` the command gets no stdin stream at all (it reads end of input at
         once, on every subprotocol) and ``Stdin`` frames are refused with ``EXEC_INVALID``.
 
+        With ``recording`` (a :class:`Recording`), the session is recorded as asciicast v2 while
+        it runs (output and resizes; input only when asked); the audit events name the
+        recording, and a recording that fails is logged and reported in the ``ended`` event,
+        never ending the session (docs/recording.md).
+
         Use as ``async with service.open_interactive(request) as session:``. Leaving the block
         closes the socket (a client close: the remote process is not signalled).
 
         Raises (on entry):
-            ExecError: as :meth:`resolve_target`, ``EXEC_INVALID`` for a bad queue capacity
-                or a ``tty``/``stdin`` that is not a ``bool``.
+            ExecError: as :meth:`resolve_target`, ``EXEC_INVALID`` for a bad queue capacity,
+                a ``tty``/``stdin`` that is not a ``bool`` or a bad ``recording``.
         """
         request = validate_request_type(request)
         tty = validate_flag(tty, "tty")
         stdin = validate_flag(stdin, "stdin")
         capacity = validate_queue_capacity(queue_capacity, self.limits)
-        record = AuditRecord(self.audit, "interactive", request, tty=tty)
+        recorder = prepare_recorder(recording, request, tty=tty)
+        name = None if recorder is None else recorder.name
+        record = AuditRecord(self.audit, "interactive", request, tty=tty, recording=name)
         limits = self.session_limits
         async with admitted(record, self._slots, request):
             target = await self.resolve_target(request)
@@ -241,9 +250,14 @@ class ExecService:
                     if limits.limits_time
                     else None
                 )
-                session = InteractiveSession(target, connection, core, capacity, deadlines)
+                session = InteractiveSession(
+                    target, connection, core, capacity, deadlines, recorder
+                )
                 try:
-                    async with run_session(session, deadlines):
+                    async with (
+                        recorded(recorder, record.recording_failed),
+                        run_session(session, deadlines),
+                    ):
                         yield session
                 finally:
                     _record_end(record, session.final_frame, session.bytes_in, session.bytes_out)

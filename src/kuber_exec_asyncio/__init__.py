@@ -25,6 +25,8 @@ from kuber_exec_anyio import Exit as Exit
 from kuber_exec_anyio import Impersonation as Impersonation
 from kuber_exec_anyio import InteractiveSession as InteractiveSession
 from kuber_exec_anyio import JsonLinesAuditLog as JsonLinesAuditLog
+from kuber_exec_anyio import Recording as Recording
+from kuber_exec_anyio import RecordingSink as RecordingSink
 from kuber_exec_anyio import Resize as Resize
 from kuber_exec_anyio import ResolvedTarget as ResolvedTarget
 from kuber_exec_anyio import SessionLimits as SessionLimits

@@ -120,6 +120,10 @@ class ExecOptions:
     stderr_cap: int | None = None
     #: ``--subprotocol`` values in order; empty: the library's default offer.
     subprotocols: tuple[str, ...] = ()
+    #: ``--record FILE``: record the session as asciicast v2 there.
+    record: str | None = None
+    record_input: bool = False
+    record_max_bytes: int | None = None
 
     def request(self) -> ExecRequest:
         """The library request this command line stands for."""
@@ -181,8 +185,8 @@ def build_parsers() -> Parsers:
             "--workspace-uid UID\n"
             "                       [-c CONTAINER] [-i] [-t] [--stdout-cap BYTES] "
             "[--stderr-cap BYTES]\n"
-            "                       [--subprotocol NAME]... [--sandbox] DEPLOYMENT -- COMMAND "
-            "[ARG...]"
+            "                       [--subprotocol NAME]... [--record FILE [--record-input]]\n"
+            "                       [--sandbox] DEPLOYMENT -- COMMAND [ARG...]"
         ),
         epilog=_EXEC_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -243,6 +247,25 @@ def build_parsers() -> Parsers:
         type=int,
         help="stop with EXEC_OUTPUT_LIMIT after BYTES of stderr (1..1048576; default: no cap)",
     )
+    recording = exec_parser.add_argument_group("recording")
+    recording.add_argument(
+        "--record",
+        metavar="FILE",
+        help="record the session as asciicast v2 in FILE (mode 0600, replaced if it exists): "
+        "the output and the terminal's resizes; play it with asciinema play FILE. A recording "
+        "that fails stops with a warning; the session goes on",
+    )
+    recording.add_argument(
+        "--record-input",
+        action="store_true",
+        help="record what is typed too (off by default: it can hold passwords)",
+    )
+    recording.add_argument(
+        "--record-max-bytes",
+        metavar="BYTES",
+        type=int,
+        help="stop recording (with a marker, the session goes on) at BYTES (default 64 MiB)",
+    )
     cluster.add_argument(
         "--subprotocol",
         metavar="NAME",
@@ -289,6 +312,8 @@ def parse_exec_options(
     if namespace.sandbox:
         project = DEMO_PROJECT if project is None else project
         uid = DEMO_WORKSPACE_UID if uid is None else uid
+    if (namespace.record_input or namespace.record_max_bytes is not None) and not namespace.record:
+        raise UsageError(parser, "--record-input and --record-max-bytes need --record FILE")
     missing = [
         name for name, value in (("--project", project), ("--workspace-uid", uid)) if not value
     ]
@@ -308,6 +333,9 @@ def parse_exec_options(
         stdout_cap=namespace.stdout_cap,
         stderr_cap=namespace.stderr_cap,
         subprotocols=tuple(namespace.subprotocols or ()),
+        record=namespace.record,
+        record_input=namespace.record_input,
+        record_max_bytes=namespace.record_max_bytes,
     )
 
 

@@ -13,8 +13,8 @@ The top level holds what a user of the sans-IO core needs. More specialised part
 submodules: :mod:`kuber_exec_core.state` (the session's state table), :mod:`.channels` (the wire
 codec), :mod:`.kube` (the Kubernetes objects and the REST reads as plans), :mod:`.server` (the
 server side of the protocol, for test servers), :mod:`.limits` (the seed's default limits),
-:mod:`.validation` (the request checks), :mod:`.watch` (the watch cache) and :mod:`.testing`
-(hypothesis strategies).
+:mod:`.validation` (the request checks), :mod:`.watch` (the watch cache), :mod:`.asciicast`
+(terminal recordings) and :mod:`.testing` (hypothesis strategies).
 """
 
 from typing import TYPE_CHECKING
