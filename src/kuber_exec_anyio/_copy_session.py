@@ -1,0 +1,122 @@
+"""One transfer of a copy: an interactive exec (no TTY) whose stdin and stdout carry the bytes.
+
+Built on ``ExecService.open_interactive``, so a copy is targeted, ownership-checked, limited
+and audited exactly as any exec, and whatever the service does about a cancelled exec applies
+to it. Memory stays flat: stdin goes out one frame (at most ``max_stdin_frame_bytes``) at a
+time, each ``send`` waiting for the socket (backpressure from the server); stdout is handed to
+the caller frame by frame from the session's bounded queue, so a slow local disk stops the
+socket being read. Only stderr is kept, up to :data:`STDERR_CAP` bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+
+import anyio
+
+from kuber_exec_core import (
+    Error,
+    ExecError,
+    ExecErrorCode,
+    ExecRequest,
+    Exit,
+    ResolvedTarget,
+    Stderr,
+    Stdin,
+    Stdout,
+    Subprotocol,
+)
+
+from ._groups import single_exception
+from ._service import ExecService
+
+__all__ = ["STDERR_CAP", "Transfer", "run_transfer"]
+
+#: The stderr a transfer keeps: the tools' messages and the ``kx-`` summary lines.
+STDERR_CAP = 64 * 1024
+
+Source = AsyncIterable[bytes] | Iterable[bytes]
+
+
+class Transfer:
+    """How one transfer ended: its terminal frame (``None``: no frame came), its stderr, the
+    stdin bytes sent, and the target it ran on."""
+
+    def __init__(self) -> None:
+        self.final: Exit | Error | None = None
+        self.stderr = bytearray()
+        self.sent = 0
+        self.target: ResolvedTarget | None = None
+
+    @property
+    def exited_cleanly(self) -> bool:
+        return isinstance(self.final, Exit) and self.final.exit_code == 0
+
+
+async def run_transfer(
+    service: ExecService,
+    request: ExecRequest,
+    *,
+    source: Source | None = None,
+    on_stdout: Callable[[bytes], Awaitable[None] | None] | None = None,
+    on_sent: Callable[[int], None] | None = None,
+    on_target: Callable[[ResolvedTarget], None] | None = None,
+) -> Transfer:
+    """Run ``request``; send ``source``'s pieces as its stdin (then close stdin where the
+    subprotocol can; with v4 the command must stop reading by itself, ``head -c N``), and hand
+    each stdout piece to ``on_stdout``. Returns when the command has exited or the connection
+    ended; an exception from ``on_stdout`` ends the exec and propagates.
+
+    Raises:
+        ExecError: any of ``open_interactive``'s on entry.
+    """
+    transfer = Transfer()
+    limit = service.limits.max_stdin_frame_bytes
+    async with service.open_interactive(request, tty=False, stdin=source is not None) as session:
+        transfer.target = session.target
+        if on_target is not None:
+            on_target(session.target)
+
+        async def send_all() -> None:
+            assert source is not None
+            try:
+                if isinstance(source, Iterable):
+                    for piece in source:
+                        await _send(piece)
+                else:
+                    async for piece in source:
+                        await _send(piece)
+                if session.protocol is Subprotocol.V5:
+                    await session.send(Stdin(b"", eof=True))
+            except ExecError as error:
+                # The command exited (or the connection broke) before it read everything: the
+                # reader sees how, and that is what the copy reports.
+                if error.code not in (ExecErrorCode.ABORTED, ExecErrorCode.FAILED):
+                    raise
+
+        async def _send(piece: bytes) -> None:
+            view = memoryview(piece)
+            for start in range(0, len(view), limit):
+                chunk = bytes(view[start : start + limit])
+                await session.send(Stdin(chunk))
+                transfer.sent += len(chunk)
+                if on_sent is not None:
+                    on_sent(len(chunk))
+
+        with single_exception():
+            async with anyio.create_task_group() as tasks:
+                if source is not None:
+                    tasks.start_soon(send_all)
+                async for frame in session:
+                    if isinstance(frame, Stdout):
+                        if on_stdout is not None:
+                            pending = on_stdout(frame.data)
+                            if pending is not None:
+                                await pending
+                    elif isinstance(frame, Stderr):
+                        room = STDERR_CAP - len(transfer.stderr)
+                        transfer.stderr += frame.data[: max(room, 0)]
+                    elif isinstance(frame, Exit | Error):
+                        transfer.final = frame
+                tasks.cancel_scope.cancel()
+    return transfer
