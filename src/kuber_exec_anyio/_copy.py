@@ -370,7 +370,7 @@ async def upload_stream(
             service,
             target,
             upload_file_command(destination, size, mode),
-            _exactly(source, size),
+            _Exactly(source, size),
             size=size,
             probe=probe,
             destination=destination,
@@ -384,15 +384,39 @@ async def upload_stream(
     return result
 
 
-async def _exactly(source: AsyncIterable[bytes], size: int) -> AsyncIterable[bytes]:
-    sent = 0
-    async for piece in source:
-        sent += len(piece)
-        if sent > size:
-            raise CopyError(CopyProblem.SIZE_MISMATCH, f"the source has more than {size} bytes")
-        yield bytes(piece)
-    if sent != size:
-        raise CopyError(CopyProblem.SIZE_MISMATCH, f"the source ended after {sent} of {size} bytes")
+class _Exactly:
+    """``source``'s pieces, checked to add up to ``size`` bytes (a plain iterator, not an
+    async generator, so that leaving it early needs no finalizer)."""
+
+    def __init__(self, source: AsyncIterable[bytes], size: int) -> None:
+        self._source = aiter(source)
+        self._size = size
+        self._sent = 0
+
+    def __aiter__(self) -> _Exactly:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            piece = bytes(await anext(self._source))
+        except StopAsyncIteration:
+            if self._sent != self._size:
+                raise CopyError(
+                    CopyProblem.SIZE_MISMATCH,
+                    f"the source ended after {self._sent} of {self._size} bytes",
+                ) from None
+            raise
+        self._sent += len(piece)
+        if self._sent > self._size:
+            raise CopyError(
+                CopyProblem.SIZE_MISMATCH, f"the source has more than {self._size} bytes"
+            )
+        return piece
+
+    async def aclose(self) -> None:
+        close = getattr(self._source, "aclose", None)
+        if close is not None:
+            await close()
 
 
 @attrs.define
@@ -414,22 +438,14 @@ async def _upload(
 ) -> CopyResult:
     digest = hashlib.sha256()
 
-    async def hashed() -> AsyncIterable[bytes]:
-        if isinstance(pieces, AsyncIterable):
-            async for piece in pieces:
-                digest.update(piece)
-                yield piece
-        else:
-            for piece in pieces:
-                digest.update(piece)
-                yield piece
-
     def sent(count: int) -> None:
         state.moved += count
         if progress is not None:
             progress(state.moved, size)
 
-    transfer = await run_transfer(service, target.request(command), source=hashed(), on_sent=sent)
+    transfer = await run_transfer(
+        service, target.request(command), source=pieces, on_piece=digest.update, on_sent=sent
+    )
     summary = parse_summary(bytes(transfer.stderr))
     where = f"upload to {destination!r}"
     if not transfer.exited_cleanly:
@@ -691,15 +707,10 @@ async def download_stream(
                 CopyProblem.SIZE_MISMATCH,
                 f"{where}: {state.moved} bytes arrived, the file had {total}",
             )
-        verified = _check_summary(
-            summary,
-            size=total,
-            digest=digest.hexdigest(),
-            sha256sum=probe.sha256sum,
-            where=where,
+        # The size was checked against the probe's; the sha256 needs sha256sum.
+        verified = probe.sha256sum and _check_summary(
+            summary, size=total, digest=digest.hexdigest(), sha256sum=True, where=where
         )
-        if not probe.sha256sum:
-            verified = False
     except BaseException as error:
         audit.failed(error, size=state.moved)
         raise

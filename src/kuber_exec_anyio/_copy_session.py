@@ -59,12 +59,14 @@ async def run_transfer(
     *,
     source: Source | None = None,
     on_stdout: Callable[[bytes], Awaitable[None] | None] | None = None,
+    on_piece: Callable[[bytes], None] | None = None,
     on_sent: Callable[[int], None] | None = None,
     on_target: Callable[[ResolvedTarget], None] | None = None,
 ) -> Transfer:
     """Run ``request``; send ``source``'s pieces as its stdin (then close stdin where the
-    subprotocol can; with v4 the command must stop reading by itself, ``head -c N``), and hand
-    each stdout piece to ``on_stdout``. Returns when the command has exited or the connection
+    subprotocol can; with v4 the command must stop reading by itself, ``head -c N``), telling
+    ``on_piece`` of each piece before it goes and ``on_sent`` of the bytes sent, and hand each
+    stdout piece to ``on_stdout``. Returns when the command has exited or the connection
     ended; an exception from ``on_stdout`` ends the exec and propagates.
 
     Raises:
@@ -79,29 +81,55 @@ async def run_transfer(
 
         async def send_all() -> None:
             assert source is not None
-            try:
-                if isinstance(source, Iterable):
-                    for piece in source:
-                        await _send(piece)
-                else:
-                    async for piece in source:
-                        await _send(piece)
-                if session.protocol is Subprotocol.V5:
-                    await session.send(Stdin(b"", eof=True))
-            except ExecError as error:
-                # The command exited (or the connection broke) before it read everything: the
-                # reader sees how, and that is what the copy reports.
-                if error.code not in (ExecErrorCode.ABORTED, ExecErrorCode.FAILED):
-                    raise
+            if isinstance(source, Iterable):
+                pieces = iter(source)
+                try:
+                    for piece in pieces:
+                        if not await _send(piece):
+                            return
+                finally:
+                    # A generator left early closes its open file now.
+                    stop = getattr(pieces, "close", None)
+                    if stop is not None:
+                        stop()
+            else:
+                iterator = aiter(source)
+                try:
+                    async for piece in iterator:
+                        if not await _send(piece):
+                            return
+                finally:
+                    # An async generator left early is closed now, not by the collector.
+                    close = getattr(iterator, "aclose", None)
+                    if close is not None:
+                        await close()
+            if session.protocol is Subprotocol.V5:
+                await _deliver(Stdin(b"", eof=True))
 
-        async def _send(piece: bytes) -> None:
+        async def _send(piece: bytes) -> bool:
+            if on_piece is not None:
+                on_piece(piece)
             view = memoryview(piece)
             for start in range(0, len(view), limit):
                 chunk = bytes(view[start : start + limit])
-                await session.send(Stdin(chunk))
+                if not await _deliver(Stdin(chunk)):
+                    return False
                 transfer.sent += len(chunk)
                 if on_sent is not None:
                     on_sent(len(chunk))
+            return True
+
+        async def _deliver(frame: Stdin) -> bool:
+            try:
+                await session.send(frame)
+            except ExecError as error:
+                # The command exited (or the connection broke) before it read everything: the
+                # reader sees how, and that is what the copy reports. An error of the source
+                # itself is not caught here: it ends the transfer.
+                if error.code in (ExecErrorCode.ABORTED, ExecErrorCode.FAILED):
+                    return False
+                raise
+            return True
 
         with single_exception():
             async with anyio.create_task_group() as tasks:
