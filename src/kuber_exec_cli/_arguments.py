@@ -222,11 +222,11 @@ class Parsers:
     demo: argparse.ArgumentParser
 
 
-def add_cluster_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+def add_cluster_arguments(parser: argparse.ArgumentParser, *, deployment: bool) -> None:
     """The options every command that reaches a workspace shares (``exec``, ``cp``): which
     cluster (``--kubeconfig``, ``--context``, ``--sandbox``, ``--subprotocol``) and which
-    workspace and container (``--project``, ``--workspace-uid``, ``-c``). Returns the target
-    group, for the command's own additions."""
+    workspace and container (``--project``, ``--workspace-uid``, ``-c``, and with
+    ``deployment`` the ``DEPLOYMENT`` positional)."""
     cluster = parser.add_argument_group("cluster")
     cluster.add_argument(
         "--kubeconfig",
@@ -267,7 +267,8 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> argparse._Argument
         "v5 can close stdin: -i without -t needs it",
     )
 
-    return target
+    if deployment:
+        target.add_argument("deployment", metavar="DEPLOYMENT", help="the Deployment's name")
 
 
 def workspace_of(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> Workspace:
@@ -325,8 +326,7 @@ def build_parsers() -> Parsers:
         epilog=_EXEC_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    target = add_cluster_arguments(exec_parser)
-    target.add_argument("deployment", metavar="DEPLOYMENT", help="the Deployment's name")
+    add_cluster_arguments(exec_parser, deployment=True)
     session = exec_parser.add_argument_group("session")
     session.add_argument(
         "-i",
@@ -369,7 +369,7 @@ def build_parsers() -> Parsers:
         epilog=_COPY_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_cluster_arguments(cp_parser)
+    add_cluster_arguments(cp_parser, deployment=False)
     copying = cp_parser.add_argument_group("copy")
     copying.add_argument("source", metavar="SRC", help="DEPLOYMENT:PATH or a local path")
     copying.add_argument("destination", metavar="DST", help="DEPLOYMENT:PATH or a local path")
