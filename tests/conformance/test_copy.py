@@ -16,6 +16,7 @@ import shutil
 import stat
 import subprocess
 import tarfile
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -517,3 +518,58 @@ async def test_every_copy_is_audited_with_what_moved(
     assert "does not exist" in copies[3].error_message
     # The execs the copies ran are audited as usual, besides.
     assert {event.kind for event in AUDIT} == {"copy", "execute", "interactive"}
+
+
+# -- memory and cancellation ------------------------------------------------------------------
+
+
+def write_random(path: Path, size: int) -> None:
+    with open(path, "wb") as out:
+        for _ in range(size // (1024 * 1024)):
+            out.write(os.urandom(1024 * 1024))
+
+
+async def test_memory_stays_flat_both_ways(adapter: Any, service: Any, tmp_path: Path) -> None:
+    size = 64 * 1024 * 1024
+    local = tmp_path / "big.bin"
+    write_random(local, size)
+    received = 0
+
+    async def sink(data: bytes) -> None:
+        nonlocal received
+        received += len(data)
+
+    tracemalloc.start()
+    try:
+        up = await adapter.copy_to_pod(service, target(adapter), local, str(tmp_path / "up.bin"))
+        _, upload_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        await adapter.download_stream(service, target(adapter), str(tmp_path / "up.bin"), sink)
+        _, download_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert up.size == size
+    assert received == size
+    # A fraction of the 64 MiB moved: the frames in flight and the session's bounded queue.
+    assert upload_peak < 12 * 1024 * 1024, upload_peak
+    assert download_peak < 12 * 1024 * 1024, download_peak
+
+
+async def test_a_cancelled_download_leaves_nothing_and_is_audited(
+    adapter: Any, service: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "big.bin").write_bytes(os.urandom(4_000_000))
+    AUDIT.clear()
+    with anyio.CancelScope() as scope:
+
+        def progress(done: int, total: int | None) -> None:
+            if done > 1_000_000:
+                scope.cancel()
+
+        await adapter.copy_from_pod(
+            service, target(adapter), str(tmp_path / "big.bin"), tmp_path / "got", progress=progress
+        )
+    assert scope.cancelled_caught
+    assert os.listdir(tmp_path) == ["big.bin"]
+    ended = [e for e in AUDIT if e.kind == "copy" and e.phase == "ended"]
+    assert [(e.outcome, e.error_code) for e in ended] == [("error", ExecErrorCode.ABORTED)]
