@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import uuid
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -42,7 +43,7 @@ async def test_a_tree_and_a_file_go_up_and_come_back(
     (tree / "a.txt").write_bytes(b"alpha\n")
     (tree / "sub" / "b.bin").write_bytes(os.urandom(5_000_000))
     (tree / "sub" / "link").symlink_to("b.bin")
-    remote = f"/tmp/kx-copy-{os.getpid()}"
+    remote = f"/tmp/kx-copy-{uuid.uuid4().hex}"
     up = await adapter.copy_to_pod(admin_service, target(adapter), tree, remote)
     assert up.sha256_verified
     single = await adapter.copy_to_pod(

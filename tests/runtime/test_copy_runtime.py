@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import uuid
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -45,7 +46,7 @@ async def test_a_tree_and_a_file_round_trip(
     (tree / "a.txt").write_bytes(b"alpha\n")
     (tree / "sub" / "b.bin").write_bytes(os.urandom(3_000_000))
     (tree / "sub" / "link").symlink_to("b.bin")
-    remote = f"/tmp/kx-copy-{adapter.__name__}-{os.getpid()}"
+    remote = f"/tmp/kx-copy-{uuid.uuid4().hex}"
     up = await adapter.copy_to_pod(service, target, tree, remote)
     assert up.sha256_verified
     back = await adapter.copy_from_pod(service, target, remote, tmp_path / "back")
