@@ -86,7 +86,8 @@ def kubectl(kubeconfig: str, arguments: list[str]) -> dict[str, float]:
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
     if status != 0:
-        raise RuntimeError(f"kubectl cp failed: {process.stderr.read() if process.stderr else ''}")
+        said = process.stderr.read().decode() if process.stderr else ""
+        raise RuntimeError(f"kubectl cp failed: {said}")
     if process.stderr is not None:
         process.stderr.close()
     return {"seconds": seconds, "peak_kib": usage.ru_maxrss}

@@ -79,6 +79,11 @@ async def run_transfer(
         if on_target is not None:
             on_target(session.target)
 
+        # Small pieces (a tar header, a small file, padding) are joined into frames of up to
+        # ``limit`` bytes: a tree of many small files would otherwise cost one WebSocket
+        # message, and one await on the socket, per 512-byte header.
+        joined = bytearray()
+
         async def send_all() -> None:
             assert source is not None
             if isinstance(source, Iterable):
@@ -103,6 +108,8 @@ async def run_transfer(
                     close = getattr(iterator, "aclose", None)
                     if close is not None:
                         await close()
+            if joined and not await _flush(bytes(joined)):
+                return
             if session.protocol is Subprotocol.V5:
                 await _deliver(Stdin(b"", eof=True))
 
@@ -110,13 +117,29 @@ async def run_transfer(
             if on_piece is not None:
                 on_piece(piece)
             view = memoryview(piece)
-            for start in range(0, len(view), limit):
-                chunk = bytes(view[start : start + limit])
-                if not await _deliver(Stdin(chunk)):
+            if joined:
+                room = limit - len(joined)
+                joined.extend(view[:room])
+                view = view[room:]
+                if len(joined) < limit:
+                    return True
+                chunk = bytes(joined)
+                joined.clear()
+                if not await _flush(chunk):
                     return False
-                transfer.sent += len(chunk)
-                if on_sent is not None:
-                    on_sent(len(chunk))
+            while len(view) >= limit:
+                if not await _flush(bytes(view[:limit])):
+                    return False
+                view = view[limit:]
+            joined.extend(view)
+            return True
+
+        async def _flush(chunk: bytes) -> bool:
+            if not await _deliver(Stdin(chunk)):
+                return False
+            transfer.sent += len(chunk)
+            if on_sent is not None:
+                on_sent(len(chunk))
             return True
 
         async def _deliver(frame: Stdin) -> bool:
