@@ -30,6 +30,16 @@ from ._audit_log import JsonLinesAuditLog as JsonLinesAuditLog
 from ._backend import Backend as Backend
 from ._backend import ExecConnection as ExecConnection
 from ._config import ClusterConfig as ClusterConfig
+from ._copy import DEFAULT_COPY_RETRIES as DEFAULT_COPY_RETRIES
+from ._copy import CopyProgress as CopyProgress
+from ._copy import CopyResult as CopyResult
+from ._copy import CopyTarget as CopyTarget
+from ._copy import copy_from_pod as copy_from_pod
+from ._copy import copy_to_pod as copy_to_pod
+from ._copy import download_stream as download_stream
+from ._copy import upload_stream as upload_stream
+from ._copy_errors import CopyError as CopyError
+from ._copy_errors import CopyProblem as CopyProblem
 from ._kubernetes import KubernetesBackend as KubernetesBackend
 from ._lease_slots import ClusterSlots as ClusterSlots
 from ._limits import SessionLimits as SessionLimits
@@ -55,6 +65,17 @@ BINDING_NAMES: tuple[str, ...] = (
     "Recording",
     "RecordingSink",
     "SessionLimits",
+    # copying files
+    "CopyError",
+    "CopyProblem",
+    "CopyProgress",
+    "CopyResult",
+    "CopyTarget",
+    "DEFAULT_COPY_RETRIES",
+    "copy_from_pod",
+    "copy_to_pod",
+    "download_stream",
+    "upload_stream",
     # re-exported from kuber_exec_core
     "Close",
     "Error",

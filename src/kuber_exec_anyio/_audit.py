@@ -33,7 +33,7 @@ __all__ = ["AuditEvent", "AuditHook", "AuditRecord", "audited"]
 
 logger = logging.getLogger("kuber_exec")
 
-AuditKind = Literal["execute", "interactive"]
+AuditKind = Literal["execute", "interactive", "copy"]
 AuditPhase = Literal["started", "ended"]
 AuditOutcome = Literal["exit", "error", "closed"]
 
@@ -47,8 +47,13 @@ class AuditEvent:
     invalid request, another workspace's Deployment, the concurrency limit) gets only the
     ``ended`` event, with the error.
 
+    A copy (``copy_to_pod``, ``copy_from_pod``, the CLI's ``cp``, the browser terminal's drop
+    and download) gets its own pair with ``kind="copy"``, besides the events of the execs it
+    runs; its ``command`` is ``("copy", direction)`` and its ``direction``, ``local_path``,
+    ``remote_path`` and ``sha256`` say what moved (``None`` on every other kind).
+
     Attributes:
-        kind: ``"execute"`` or ``"interactive"``.
+        kind: ``"execute"``, ``"interactive"`` or ``"copy"``.
         phase: ``"started"`` or ``"ended"``.
         session_id: a random id shared by the two events of one session.
         workspace: the requesting workspace.
@@ -72,6 +77,13 @@ class AuditEvent:
             ``open_interactive(recording=...)``), ``None`` when it is not recorded.
         recording_error: on ``ended``, why the recording failed (the session went on), or
             ``None``.
+        direction: a copy's ``"upload"`` or ``"download"``.
+        local_path: a copy's local file or directory (``None`` for a stream).
+        remote_path: a copy's path in the container (the final one, on ``ended``).
+        sha256: on a copy's ``ended``: the sha256 (hex) of the bytes moved (the file's, or
+            the tar stream's for a directory).
+        sha256_verified: on a copy's ``ended``: whether the container computed the same one
+            (``False`` when it has no ``sha256sum``).
     """
 
     kind: AuditKind
@@ -95,10 +107,15 @@ class AuditEvent:
     groups: tuple[str, ...] = ()
     recording: str | None = None
     recording_error: str | None = None
+    direction: Literal["upload", "download"] | None = None
+    local_path: str | None = None
+    remote_path: str | None = None
+    sha256: str | None = None
+    sha256_verified: bool | None = None
 
     def to_dict(self) -> dict[str, object]:
         """The event as JSON-ready values (the schema of :class:`JsonLinesAuditLog`'s lines)."""
-        return {
+        row: dict[str, object] = {
             "kind": self.kind,
             "phase": self.phase,
             "session_id": self.session_id,
@@ -123,6 +140,15 @@ class AuditEvent:
             "recording": self.recording,
             "recording_error": self.recording_error,
         }
+        if self.kind == "copy":
+            row.update(
+                direction=self.direction,
+                local_path=self.local_path,
+                remote_path=self.remote_path,
+                sha256=self.sha256,
+                sha256_verified=self.sha256_verified,
+            )
+        return row
 
 
 #: An audit hook: called on the event loop's thread; must not block; exceptions are logged.

@@ -33,7 +33,7 @@ from kuber_exec_trio import (
     Recording,
 )
 
-from ._arguments import ExecOptions
+from ._arguments import CopyOptions, ExecOptions
 from ._sandbox import open_demo_sandbox
 from ._streaming import LocalStreams, stream_session
 
@@ -166,7 +166,7 @@ def _cap(value: int | None, stream: StreamName, limits: ExecLimits) -> int | Non
 
 
 @asynccontextmanager
-async def open_backend(options: ExecOptions) -> AsyncIterator[KubernetesBackend]:
+async def open_backend(options: ExecOptions | CopyOptions) -> AsyncIterator[KubernetesBackend]:
     """A backend for the options' cluster: the in-process sandbox, or a kubeconfig context."""
     if options.sandbox:
         async with open_demo_sandbox() as url, KubernetesBackend(ClusterConfig(url)) as backend:
