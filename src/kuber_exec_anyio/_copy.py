@@ -32,7 +32,14 @@ from typing import Literal
 
 import attrs
 
-from kuber_exec_core import Error, ExecError, ExecErrorCode, ExecRequest, Workspace
+from kuber_exec_core import (
+    Error,
+    ExecError,
+    ExecErrorCode,
+    ExecRequest,
+    Impersonation,
+    Workspace,
+)
 from kuber_exec_core.tar import (
     ArchiveEnd,
     ExtractionPolicy,
@@ -94,11 +101,14 @@ CopyProgress = Callable[[int, int | None], None]
 
 @attrs.frozen
 class CopyTarget:
-    """Where a copy goes: the workspace, its Deployment, and optionally the container."""
+    """Where a copy goes: the workspace, its Deployment, optionally the container, and the
+    user every exec of the copy acts for (Kubernetes impersonation, as
+    ``ExecRequest.on_behalf_of``; it is the ``user`` of the copy's audit events)."""
 
     workspace: Workspace
     deployment: str
     container: str | None = None
+    on_behalf_of: Impersonation | None = None
 
     def request(self, command: tuple[str, ...]) -> ExecRequest:
         return ExecRequest(
@@ -106,6 +116,7 @@ class CopyTarget:
             deployment=self.deployment,
             command=command,
             container=self.container,
+            on_behalf_of=self.on_behalf_of,
         )
 
 
@@ -242,6 +253,7 @@ async def copy_to_pod(
         workspace=target.workspace,
         deployment=target.deployment,
         container=target.container,
+        on_behalf_of=target.on_behalf_of,
         local_path=local_path,
         remote_path=remote,
     )
@@ -358,6 +370,7 @@ async def upload_stream(
         workspace=target.workspace,
         deployment=target.deployment,
         container=target.container,
+        on_behalf_of=target.on_behalf_of,
         local_path=None,
         remote_path=remote,
     )
@@ -506,6 +519,7 @@ async def copy_from_pod(
         workspace=target.workspace,
         deployment=target.deployment,
         container=target.container,
+        on_behalf_of=target.on_behalf_of,
         local_path=local_path,
         remote_path=remote,
     )
@@ -661,6 +675,7 @@ async def download_stream(
         workspace=target.workspace,
         deployment=target.deployment,
         container=target.container,
+        on_behalf_of=target.on_behalf_of,
         local_path=None,
         remote_path=remote,
     )

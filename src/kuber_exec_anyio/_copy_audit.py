@@ -13,7 +13,7 @@ import time
 import uuid
 from typing import Literal
 
-from kuber_exec_core import ExecError, ExecErrorCode, ResolvedTarget, Workspace
+from kuber_exec_core import ExecError, ExecErrorCode, Impersonation, ResolvedTarget, Workspace
 
 from ._audit import AuditEvent, AuditHook
 
@@ -35,6 +35,7 @@ class CopyAudit:
         workspace: Workspace,
         deployment: str,
         container: str | None,
+        on_behalf_of: Impersonation | None = None,
         local_path: str | None,
         remote_path: str,
     ) -> None:
@@ -43,6 +44,7 @@ class CopyAudit:
         self._workspace = workspace
         self._deployment = deployment
         self._container = container
+        self._acting = on_behalf_of
         self._local_path = local_path
         self.remote_path = remote_path
         self._session_id = uuid.uuid4().hex
@@ -113,6 +115,8 @@ class CopyAudit:
                 direction=self._direction,
                 local_path=self._local_path,
                 remote_path=self.remote_path,
+                user=None if self._acting is None else self._acting.user,
+                groups=() if self._acting is None else tuple(self._acting.groups),
                 **fields,  # type: ignore[arg-type]
             )
             self._hook(event)

@@ -4,7 +4,8 @@ Routes, relative to wherever the app is mounted: ``/`` the page, ``/ws`` the Web
 (:mod:`kuber_exec_web._bridge`), ``/static/`` the page's own script and style, ``/assets/xterm/``
 and ``/assets/addon-fit/`` xterm.js and its fit addon, served from the ``node_modules`` that
 ``npm ci`` made next to this package's ``package.json`` (never from a CDN). With
-``recordings``, also the replay (:mod:`kuber_exec_web._replay`) and asciinema-player.
+``recordings``, also the replay (:mod:`kuber_exec_web._replay`) and asciinema-player; with
+``file_transfer`` (the default), ``/files`` (:mod:`kuber_exec_web._transfer`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ._authorize import Authorize
 from ._bridge import PROTOCOL, TerminalEndpoint
 from ._recordings import RecordingStore
 from ._replay import replay_routes
+from ._transfer import DEFAULT_MAX_UPLOAD_BYTES, FileTransfer, TerminalRegistry
 
 __all__ = ["AssetsMissingError", "create_app", "default_assets_dir"]
 
@@ -69,10 +71,26 @@ def default_assets_dir() -> Path:
 
 
 def _page(
-    title: str, base: str, deployment: str, ping_interval: float, *, replay: bool = False
+    title: str,
+    base: str,
+    deployment: str,
+    ping_interval: float,
+    *,
+    replay: bool = False,
+    transfer: bool = False,
 ) -> str:
     attribute = html.escape
     replay_link = '\n  <a id="replay" href="replay">Recordings</a>' if replay else ""
+    # Drop a file on the terminal to upload it; type a path here to download it.
+    transfer_form = (
+        '\n  <form id="download" method="get" action="files">'
+        '<label>Download <input id="download-path" name="path" placeholder="path (from the '
+        'shell\'s directory)" autocomplete="off" spellcheck="false" size="28"></label>'
+        '<button type="submit">Get</button></form>'
+        '\n  <span id="transfer" role="status"></span>'
+        if transfer
+        else ""
+    )
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -91,7 +109,7 @@ def _page(
       autocomplete="off" spellcheck="false" size="24"></label>
     <button type="submit">Connect</button>
   </form>
-  <span id="status" role="status">connecting&hellip;</span>{replay_link}
+  <span id="status" role="status">connecting&hellip;</span>{replay_link}{transfer_form}
 </header>
 <main id="terminal"></main>
 <script src="assets/xterm/lib/xterm.js"></script>
@@ -114,6 +132,8 @@ def create_app(
     allowed_origins: Collection[str] | None = None,
     assets_dir: str | os.PathLike[str] | None = None,
     recordings: str | os.PathLike[str] | None = None,
+    file_transfer: bool = True,
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
 ) -> Starlette:
     """The browser terminal: a page and a WebSocket that opens ``command`` with a TTY.
 
@@ -133,10 +153,16 @@ def create_app(
         recordings: a directory (created if missing): every terminal is recorded there as
             asciicast v2 (output and resizes, not keystrokes; see docs/recording.md), and
             ``/replay`` lists and plays the caller's own recordings, behind ``authorize``.
+        file_transfer: serve ``/files`` (:mod:`kuber_exec_web._transfer`): a file dropped on
+            the terminal is uploaded into its shell's working directory, and a path can be
+            downloaded; each terminal's command then starts as ``env KUBER_EXEC_TERMINAL=...
+            COMMAND`` so that its shell can be found (see docs/web.md).
+        max_upload_bytes: the largest upload ``/files`` accepts (HTTP 413 above it).
 
     Raises:
         ExecError: ``EXEC_INVALID`` when ``ping_interval`` is not a number in (0, 30] or
-            ``flow_window`` not a positive integer (as every constructor refuses a bad value).
+            ``flow_window`` or ``max_upload_bytes`` not a positive integer (as every
+            constructor refuses a bad value).
         AssetsMissingError: xterm.js is not installed there.
     """
     if (
@@ -149,6 +175,12 @@ def create_app(
         )
     if isinstance(flow_window, bool) or not isinstance(flow_window, int) or flow_window <= 0:
         raise ExecError(ExecErrorCode.INVALID, "flow_window must be a positive integer")
+    if (
+        isinstance(max_upload_bytes, bool)
+        or not isinstance(max_upload_bytes, int)
+        or max_upload_bytes <= 0
+    ):
+        raise ExecError(ExecErrorCode.INVALID, "max_upload_bytes must be a positive integer")
     modules = Path(assets_dir) if assets_dir is not None else default_assets_dir()
     xterm, fit = modules.joinpath(*_XTERM), modules.joinpath(*_FIT)
     if not (xterm / "lib" / "xterm.js").is_file() or not (fit / "lib" / "addon-fit.js").is_file():
@@ -157,6 +189,7 @@ def create_app(
     if recordings is not None and not (player / "asciinema-player.min.js").is_file():
         raise AssetsMissingError(modules, "asciinema-player")
     store = None if recordings is None else RecordingStore(recordings)
+    registry = TerminalRegistry() if file_transfer else None
     endpoint = TerminalEndpoint(
         service,
         authorize,
@@ -166,13 +199,21 @@ def create_app(
         flow_window=flow_window,
         allowed_origins=None if allowed_origins is None else frozenset(allowed_origins),
         recordings=store,
+        registry=registry,
     )
 
     async def page(request: Request) -> Response:
         base = request.scope.get("root_path", "").rstrip("/") + "/"
         deployment = request.query_params.get("deployment") or default_deployment or ""
         return HTMLResponse(
-            _page(title, base, deployment, ping_interval, replay=store is not None),
+            _page(
+                title,
+                base,
+                deployment,
+                ping_interval,
+                replay=store is not None,
+                transfer=registry is not None,
+            ),
             headers=_SECURITY_HEADERS,
         )
 
@@ -183,9 +224,20 @@ def create_app(
         return Response(status_code=204)
 
     replay = [] if store is None else replay_routes(store, authorize, player, title)
+    files = []
+    if registry is not None:
+        transfer = FileTransfer(
+            service,
+            authorize,
+            registry,
+            max_upload_bytes=max_upload_bytes,
+            origin_allowed=endpoint.origin_allowed,
+        )
+        files.append(Route("/files", transfer, methods=["GET", "POST"]))
     return Starlette(
         routes=[
             *replay,
+            *files,
             Route("/", page, methods=["GET", "HEAD"]),
             Route("/favicon.ico", no_icon, methods=["GET", "HEAD"]),
             WebSocketRoute("/ws", terminal),

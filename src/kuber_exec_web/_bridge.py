@@ -7,7 +7,8 @@ The page and the app speak the subprotocol ``kuber-exec.terminal.v1``:
   character split across messages is decoded whole);
 * text messages are JSON objects with a ``type``: from the page ``resize`` (``columns``,
   ``rows``), ``ack`` (``bytes`` written to the screen), ``ping`` and ``pong``; from the app
-  ``open`` (``pod``, ``container``, ``protocol``, ``open_ms``), ``exit`` (``code``), ``error``
+  ``open`` (``pod``, ``container``, ``protocol``, ``open_ms``, and ``terminal``, the id its
+  file transfers name, or ``null`` without them), ``exit`` (``code``), ``error``
   (``code``, ``message``), ``ping`` and ``pong``.
 
 Backpressure holds end to end: the app sends output only while fewer than ``flow_window``
@@ -24,7 +25,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 import anyio
@@ -52,6 +53,7 @@ from ._authorize import (
     call_authorize,
 )
 from ._recordings import RecordingStore
+from ._transfer import Terminal, TerminalRegistry
 
 __all__ = ["PROTOCOL", "TerminalEndpoint"]
 
@@ -180,6 +182,7 @@ class TerminalEndpoint:
         flow_window: int,
         allowed_origins: frozenset[str] | None,
         recordings: RecordingStore | None = None,
+        registry: TerminalRegistry | None = None,
     ) -> None:
         self.service = service
         self.authorize = authorize
@@ -189,19 +192,22 @@ class TerminalEndpoint:
         self.flow_window = flow_window
         self.allowed_origins = allowed_origins
         self.recordings = recordings
+        #: With file transfer: where open terminals are found, their shells marked.
+        self.registry = registry
 
-    def _origin_allowed(self, websocket: WebSocket) -> bool:
-        origin = websocket.headers.get("origin")
+    def origin_allowed(self, headers: Mapping[str, str]) -> bool:
+        """Whether a request with these headers may come from its ``Origin``."""
+        origin = headers.get("origin")
         if origin is None:
             return True  # Not a browser: nothing to forge a cross-site request with.
         if self.allowed_origins is not None:
             return origin in self.allowed_origins
         # Same origin: the Origin's host:port is the Host the page was served from.
-        host = websocket.headers.get("host", "")
+        host = headers.get("host", "")
         return origin.split("://", 1)[-1] == host
 
     async def __call__(self, websocket: WebSocket) -> None:
-        if not self._origin_allowed(websocket):
+        if not self.origin_allowed(websocket.headers):
             logger.warning("terminal refused: cross-origin WebSocket from an unlisted origin")
             await websocket.close(CLOSE_REFUSED)  # Before accepting: an HTTP 403.
             return
@@ -241,10 +247,14 @@ class TerminalEndpoint:
         columns = _dimension(query.get("cols"), _DEFAULT_SIZE[0])
         rows = _dimension(query.get("rows"), _DEFAULT_SIZE[1])
         workspace = grant.workspace
+        marker = TerminalRegistry.new_marker()
+        command = (
+            self.command if self.registry is None else TerminalRegistry.wrap(self.command, marker)
+        )
         exec_request = ExecRequest(
             workspace=workspace,
             deployment=deployment,
-            command=self.command,
+            command=command,
             container=container,
             on_behalf_of=grant.on_behalf_of,
         )
@@ -268,16 +278,31 @@ class TerminalEndpoint:
                     session.target.container,
                     open_ms,
                 )
-                await channel.send_json(
-                    {
-                        "type": "open",
-                        "pod": session.target.pod,
-                        "container": session.target.container,
-                        "protocol": session.protocol.value,
-                        "open_ms": open_ms,
-                    }
-                )
-                await self._bridge(session, channel)
+                terminal_id = None
+                if self.registry is not None:
+                    terminal = Terminal(
+                        workspace,
+                        grant.on_behalf_of,
+                        deployment,
+                        session.target.container,
+                        marker,
+                    )
+                    terminal_id = self.registry.add(terminal)
+                try:
+                    await channel.send_json(
+                        {
+                            "type": "open",
+                            "pod": session.target.pod,
+                            "container": session.target.container,
+                            "protocol": session.protocol.value,
+                            "open_ms": open_ms,
+                            "terminal": terminal_id,
+                        }
+                    )
+                    await self._bridge(session, channel)
+                finally:
+                    if terminal_id is not None and self.registry is not None:
+                        self.registry.remove(terminal_id)
         except ExecError as error:
             logger.info("terminal failed: %s", error)
             await channel.send_json(

@@ -46,6 +46,8 @@
     error: null,
     lastHeard: performance.now(),
     bytesReceived: 0,
+    terminal: null,
+    transfers: [], // Each finished upload or download: { kind, name, ok, status, result }.
     screen() {
       const buffer = term.buffer.active;
       const lines = [];
@@ -126,6 +128,7 @@
         state.open = true;
         state.openMs = performance.now() - started;
         state.pod = message.pod;
+        state.terminal = message.terminal || null;
         setStatus(
           `${message.pod} · ${message.container} · connected in ${Math.round(state.openMs)} ms`,
           "open",
@@ -173,6 +176,104 @@
   });
   new ResizeObserver(() => fit.fit()).observe(document.getElementById("terminal"));
   window.addEventListener("resize", () => fit.fit());
+
+  // File transfer (the app's /files route, when it serves one): drop files on the terminal to
+  // upload them into the shell's working directory; the download field fetches a path. The
+  // token goes in an Authorization header, as for the WebSocket it goes in a subprotocol.
+  const transferLine = document.getElementById("transfer");
+  function filesUrl(query) {
+    const target = new URL("files", document.baseURI);
+    target.searchParams.set("terminal", state.terminal);
+    for (const [key, value] of Object.entries(query)) target.searchParams.set(key, value);
+    return target;
+  }
+  function authHeaders() {
+    return token ? { Authorization: "Bearer " + token } : {};
+  }
+  function report(text, kind) {
+    if (transferLine) {
+      transferLine.textContent = text;
+      transferLine.className = kind;
+    }
+  }
+  async function failure(response) {
+    try {
+      const answer = await response.json();
+      return `${answer.code}: ${answer.message}`;
+    } catch (error) {
+      return `HTTP ${response.status}`;
+    }
+  }
+  async function upload(file) {
+    report(`uploading ${file.name}…`, "busy");
+    let record;
+    try {
+      const response = await fetch(filesUrl({ name: file.name }), {
+        method: "POST",
+        headers: { ...authHeaders(), "Content-Type": "application/octet-stream" },
+        body: file,
+      });
+      if (response.ok) {
+        const result = await response.json();
+        record = { kind: "upload", name: file.name, ok: true, status: response.status, result };
+        report(`uploaded ${file.name} to ${result.path} (${result.size} bytes)`, "open");
+      } else {
+        const text = await failure(response);
+        record = { kind: "upload", name: file.name, ok: false, status: response.status, result: text };
+        report(`upload of ${file.name} failed: ${text}`, "failed");
+      }
+    } catch (error) {
+      record = { kind: "upload", name: file.name, ok: false, status: 0, result: String(error) };
+      report(`upload of ${file.name} failed: ${error}`, "failed");
+    }
+    state.transfers.push(record);
+  }
+  async function download(path) {
+    const name = path.split("/").pop() || "download";
+    if (!token) {
+      location.assign(filesUrl({ path })); // Streamed to disk by the browser itself.
+      return;
+    }
+    report(`downloading ${path}…`, "busy");
+    const response = await fetch(filesUrl({ path }), { headers: authHeaders() });
+    if (!response.ok) {
+      const text = await failure(response);
+      state.transfers.push({ kind: "download", name, ok: false, status: response.status, result: text });
+      report(`download of ${path} failed: ${text}`, "failed");
+      return;
+    }
+    const blob = await response.blob();
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(blob);
+    link.download = name;
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
+    state.transfers.push({ kind: "download", name, ok: true, status: response.status, result: blob.size });
+    report(`downloaded ${path} (${blob.size} bytes)`, "open");
+  }
+  if (transferLine) {
+    const area = document.getElementById("terminal");
+    area.addEventListener("dragover", (event) => {
+      event.preventDefault();
+      event.dataTransfer.dropEffect = state.terminal && !state.ended ? "copy" : "none";
+    });
+    area.addEventListener("drop", async (event) => {
+      event.preventDefault();
+      if (!state.terminal || state.ended) {
+        report("no terminal to upload to", "failed");
+        return;
+      }
+      for (const file of event.dataTransfer.files) await upload(file);
+      term.focus();
+    });
+    document.getElementById("download").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const path = document.getElementById("download-path").value.trim();
+      if (path && state.terminal) download(path);
+    });
+  }
 
   const heartbeat = setInterval(() => {
     if (socket.readyState !== WebSocket.OPEN) {
