@@ -91,7 +91,7 @@ async def test_a_terminal_is_recorded_and_its_recording_replayed(
     assert listing.status_code == 200
     (entry,) = listing.json()["recordings"]
     assert entry["workspace"] == {"project": "demo", "uid": "demo-uid"}
-    assert (entry["deployment"], entry["command"]) == ("web", ["sh"])
+    assert (entry["deployment"], entry["command"][0], entry["command"][-1]) == ("web", "env", "sh")
     cast = await _get(address, f"api/recordings/{entry['id']}")
     assert cast.status_code == 200
     assert cast.headers["content-type"] == "application/x-asciicast"
