@@ -520,6 +520,26 @@ async def test_every_copy_is_audited_with_what_moved(
     assert {event.kind for event in AUDIT} == {"copy", "execute", "interactive"}
 
 
+async def test_a_copy_on_behalf_of_a_user_runs_as_that_user_and_says_so(
+    adapter: Any, service: Any, pods: Pods, tmp_path: Path
+) -> None:
+    AUDIT.clear()
+    alice = adapter.Impersonation("alice", groups=("developers",))
+    acting = adapter.CopyTarget(WORKSPACE, "files", on_behalf_of=alice)
+    before = len(pods.sandbox.access.exec_users)
+    local = tmp_path / "f"
+    local.write_bytes(b"hello")
+    await adapter.copy_to_pod(service, acting, local, str(tmp_path / "g"))
+    await adapter.copy_from_pod(service, acting, str(tmp_path / "g"), tmp_path / "h")
+    # Every exec of both copies (probes and transfers) reached the API server as alice.
+    users = pods.sandbox.access.exec_users[before:]
+    assert len(users) >= 4
+    assert set(users) == {"alice"}
+    assert {(e.kind, e.user, e.groups) for e in AUDIT} == {
+        (kind, "alice", ("developers",)) for kind in ("copy", "execute", "interactive")
+    }
+
+
 # -- memory and cancellation ------------------------------------------------------------------
 
 
