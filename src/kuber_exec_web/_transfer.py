@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, MutableMapping
 from urllib.parse import quote
 
 import attrs
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
@@ -209,6 +209,11 @@ class FileTransfer:
                 return
         except _Aborted:
             return  # The response is left unfinished: the server drops the connection.
+        except ClientDisconnect:
+            # The browser left mid-upload: the copy has failed (and is audited so); nobody to
+            # answer.
+            logger.info("file transfer: the browser left before the upload's end")
+            return
         except _Refusal as refusal:
             response = refusal.response()
         except ExecError as error:

@@ -220,6 +220,31 @@ async def test_refusals_are_json_with_a_status(served: Served, tmp_path: Path) -
     assert not (tmp_path.parent / "escape").exists()
 
 
+async def test_a_browser_leaving_mid_upload_fails_the_copy_quietly(
+    served: Served, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    host, _, port = served.address.rpartition(":")
+    with anyio.fail_after(30):
+        async with _terminal(served.address) as ws:
+            terminal = (await _control(ws))["terminal"]
+            await _run(ws, f"cd {tmp_path}")
+            stream = await anyio.connect_tcp(host, int(port))
+            head = (
+                f"POST /files?terminal={terminal}&name=cut.bin HTTP/1.1\r\n"
+                f"Host: {served.address}\r\nAuthorization: Bearer {TOKEN}\r\n"
+                "Content-Length: 1000000\r\n\r\n"
+            )
+            await stream.send(head.encode() + b"x" * 1000)
+            while not any(e.kind == "copy" and e.phase == "started" for e in served.events):
+                await anyio.sleep(0.01)  # Polling the audit list: the copy has reached the pod.
+            await stream.aclose()
+            while not any(e.kind == "copy" and e.phase == "ended" for e in served.events):
+                await anyio.sleep(0.01)
+    (ended,) = [e for e in served.events if e.kind == "copy" and e.phase == "ended"]
+    assert (ended.outcome, ended.user) == ("error", "alice")
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+
+
 async def test_after_the_terminal_ends_its_id_is_gone(served: Served) -> None:
     with anyio.fail_after(30):
         async with _terminal(served.address) as ws:
