@@ -50,10 +50,27 @@ def authorize(request: TerminalRequest) -> TerminalGrant:
 
 
 class Served:
-    def __init__(self, address: str, events: list[AuditEvent]) -> None:
-        self.address = address
-        self.events = events
-        self.http = httpx.AsyncClient(base_url=f"http://{address}", timeout=30)
+    """The app on loopback (``address``, an ``http`` client to it) and its audit events."""
+
+    def __init__(self) -> None:
+        self.address = ""
+        self.http: httpx.AsyncClient
+        self.events: list[AuditEvent] = []
+        self.changed = anyio.Event()
+
+    def audit(self, event: AuditEvent) -> None:
+        """The service's audit hook (on the event loop, as uvicorn is): keeps and announces."""
+        self.events.append(event)
+        self.changed.set()
+
+    async def copy_event(self, phase: str) -> AuditEvent:
+        """The first copy event of ``phase``, once the service has emitted it."""
+        while True:
+            for event in self.events:
+                if (event.kind, event.phase) == ("copy", phase):
+                    return event
+            self.changed = anyio.Event()
+            await self.changed.wait()
 
     def headers(self, token: str | None = TOKEN) -> dict[str, str]:
         return {} if token is None else {"authorization": f"Bearer {token}"}
@@ -73,12 +90,13 @@ class Served:
 
 @pytest.fixture
 async def served(sandbox: Sandbox) -> AsyncIterator[Served]:
-    events: list[AuditEvent] = []
+    running = Served()
     async with adapter.KubernetesBackend(adapter.ClusterConfig(sandbox.url)) as backend:
-        service = adapter.ExecService(backend, audit=events.append)
+        service = adapter.ExecService(backend, audit=running.audit)
         app = create_app(service, authorize, default_deployment="web", max_upload_bytes=4_000_000)
         async with serve_app(app) as address:
-            running = Served(address, events)
+            running.address = address
+            running.http = httpx.AsyncClient(base_url=f"http://{address}", timeout=30)
             try:
                 yield running
             finally:
@@ -235,12 +253,9 @@ async def test_a_browser_leaving_mid_upload_fails_the_copy_quietly(
                 "Content-Length: 1000000\r\n\r\n"
             )
             await stream.send(head.encode() + b"x" * 1000)
-            while not any(e.kind == "copy" and e.phase == "started" for e in served.events):
-                await anyio.sleep(0.01)  # Polling the audit list: the copy has reached the pod.
+            await served.copy_event("started")  # The copy has reached the pod.
             await stream.aclose()
-            while not any(e.kind == "copy" and e.phase == "ended" for e in served.events):
-                await anyio.sleep(0.01)
-    (ended,) = [e for e in served.events if e.kind == "copy" and e.phase == "ended"]
+            ended = await served.copy_event("ended")
     assert (ended.outcome, ended.user) == ("error", "alice")
     assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
 
