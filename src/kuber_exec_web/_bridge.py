@@ -284,6 +284,7 @@ class TerminalEndpoint:
                         workspace,
                         grant.on_behalf_of,
                         deployment,
+                        session.target.pod,
                         session.target.container,
                         marker,
                     )

@@ -75,6 +75,7 @@ class Terminal:
     workspace: Workspace
     on_behalf_of: Impersonation | None
     deployment: str
+    pod: str
     container: str
     marker: str
 
@@ -265,6 +266,15 @@ class FileTransfer:
             stdout_cap=64 * 1024,
             stderr_cap=64 * 1024,
         )
+        if result.target.pod != terminal.pod:
+            # The Deployment resolves to another pod now (a rollout, a replica gone): the
+            # shell is not there, and neither should its files go.
+            raise _Refusal(
+                409,
+                "TERMINAL_MOVED",
+                f"the Deployment now resolves to pod {result.target.pod}, not the terminal's "
+                f"{terminal.pod}: reconnect the terminal",
+            )
         cwd = result.stdout.decode("utf-8", "surrogateescape").rstrip("\n")
         if result.exit_code != 0 or not cwd.startswith("/"):
             raise _Refusal(
@@ -275,10 +285,11 @@ class FileTransfer:
         return cwd
 
     async def _path(self, request: Request, resolved: _Resolved, name: str) -> str:
-        if name.startswith("/"):
-            return name
         if resolved.terminal is None:
-            raise _Refusal(400, ExecErrorCode.INVALID.value, "path must be absolute here")
+            if not name.startswith("/"):
+                raise _Refusal(400, ExecErrorCode.INVALID.value, "path must be absolute here")
+            return name
+        # Even for an absolute path: the probe also checks the terminal's pod is still the one.
         return posixpath.join(await self._cwd(resolved), name)
 
     async def _upload(self, request: Request, resolved: _Resolved) -> Response:

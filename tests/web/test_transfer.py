@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import anyio
+import attrs
 import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
@@ -55,6 +56,7 @@ class Served:
     def __init__(self) -> None:
         self.address = ""
         self.http: httpx.AsyncClient
+        self.app: Any = None
         self.events: list[AuditEvent] = []
         self.changed = anyio.Event()
 
@@ -94,6 +96,7 @@ async def served(sandbox: Sandbox) -> AsyncIterator[Served]:
     async with adapter.KubernetesBackend(adapter.ClusterConfig(sandbox.url)) as backend:
         service = adapter.ExecService(backend, audit=running.audit)
         app = create_app(service, authorize, default_deployment="web", max_upload_bytes=4_000_000)
+        running.app = app
         async with serve_app(app) as address:
             running.address = address
             running.http = httpx.AsyncClient(base_url=f"http://{address}", timeout=30)
@@ -258,6 +261,29 @@ async def test_a_browser_leaving_mid_upload_fails_the_copy_quietly(
             ended = await served.copy_event("ended")
     assert (ended.outcome, ended.user) == ("error", "alice")
     assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+
+
+async def test_a_terminal_whose_deployment_moved_to_another_pod_gets_no_files(
+    served: Served,
+) -> None:
+    route = next(r for r in served.app.routes if getattr(r, "path", None) == "/files")
+    registry = route.app.registry
+    with anyio.fail_after(30):
+        async with _terminal(served.address) as ws:
+            terminal = (await _control(ws))["terminal"]
+            # As after a rollout: the Deployment now resolves elsewhere than the shell's pod.
+            moved = attrs.evolve(registry.get(terminal), pod="web-gone-12345")
+            registry._terminals[terminal] = moved
+            answer = await served.upload(terminal, "x.txt", b"x")
+            got = await served.http.get(
+                "/files",
+                params={"terminal": terminal, "path": "/etc/hostname"},
+                headers=served.headers(),
+            )
+    for response in (answer, got):
+        assert (response.status_code, response.json()["code"]) == (409, "TERMINAL_MOVED")
+        assert "web-gone-12345" in response.json()["message"]
+    assert not [e for e in served.events if e.kind == "copy"]
 
 
 async def test_after_the_terminal_ends_its_id_is_gone(served: Served) -> None:
