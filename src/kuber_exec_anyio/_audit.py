@@ -21,6 +21,7 @@ from typing import Literal
 import attrs
 
 from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, ResolvedTarget, Workspace
+from kuber_exec_core.supervision import CleanupOutcome
 
 __all__ = ["AuditEvent", "AuditHook", "AuditRecord", "audited"]
 
@@ -58,6 +59,10 @@ class AuditEvent:
         exit_code, error_code, error_message: see ``outcome``.
         bytes_in: stdin bytes sent to the process.
         bytes_out: stdout and stderr bytes received from it.
+        cleanup: on ``ended``, what the cleanup did when the exec ended without its process's
+            exit (:class:`~kuber_exec_core.supervision.CleanupOutcome`: ``"none"``,
+            ``"terminated"``, ``"killed"``, ``"failed"``, or ``"unsupervised"`` for an image
+            without a shell); ``None`` when no cleanup was called for.
     """
 
     kind: AuditKind
@@ -77,6 +82,7 @@ class AuditEvent:
     error_message: str | None = None
     bytes_in: int = 0
     bytes_out: int = 0
+    cleanup: CleanupOutcome | None = None
 
     def to_dict(self) -> dict[str, object]:
         """The event as JSON-ready values (the schema of :class:`JsonLinesAuditLog`'s lines)."""
@@ -100,6 +106,7 @@ class AuditEvent:
             "error_message": self.error_message,
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
+            "cleanup": None if self.cleanup is None else self.cleanup.value,
         }
 
 
@@ -128,6 +135,7 @@ class AuditRecord:
         self._started_at = datetime.datetime.now(datetime.UTC)
         self._started_monotonic = time.monotonic()
         self._target: ResolvedTarget | None = None
+        self._cleanup: CleanupOutcome | None = None
         self.ended = False
 
     def started(self, target: ResolvedTarget) -> None:
@@ -139,6 +147,10 @@ class AuditRecord:
         """The exec is retried on ``target`` before its command started (the first pod was
         gone): the ``ended`` event names it. No event of its own."""
         self._target = target
+
+    def cleaned_up(self, outcome: CleanupOutcome) -> None:
+        """The cleanup ran (or could not): the ``ended`` event carries ``outcome``."""
+        self._cleanup = outcome
 
     def exited(self, exit_code: int, *, bytes_in: int, bytes_out: int) -> None:
         """Emit ``ended`` with ``outcome="exit"``."""
@@ -175,7 +187,7 @@ class AuditRecord:
         if self.ended:
             return
         self.ended = True
-        self._emit("ended", outcome=outcome, **fields)
+        self._emit("ended", outcome=outcome, cleanup=self._cleanup, **fields)
 
     def _emit(self, phase: AuditPhase, **fields: object) -> None:
         if self._hook is None:

@@ -17,6 +17,7 @@ from ._cluster import ReplicaSetObject as ReplicaSetObject
 from ._cluster import demo_cluster as demo_cluster
 from ._cluster import stable_uid as stable_uid
 from ._command import main as main
+from ._faults import STOPPED_CONTAINER as STOPPED_CONTAINER
 from ._faults import Faults as Faults
 from ._faults import Gate as Gate
 from ._server import NonLoopbackError as NonLoopbackError
@@ -45,6 +46,7 @@ __all__ = [
     "demo_cluster",
     "stable_uid",
     # faults on demand (cluster.faults)
+    "STOPPED_CONTAINER",
     "Faults",
     "Gate",
 ]
