@@ -95,7 +95,12 @@ _CLEANUP = (
     "  nap; waited=$((waited + 1))\n"
     "done\n"
     'left=$(pids); if [ -z "$left" ]; then echo terminated; exit 0; fi\n'
-    "kill -KILL $left 2>/dev/null; echo killed\n"
+    "kill -KILL $left 2>/dev/null\n"
+    # KILL is delivered at once but a process takes a moment to die: report it once gone.
+    'waited=0; while [ -n "$(pids)" ] && [ "$waited" -lt 10 ]; do\n'
+    "  nap; waited=$((waited + 1))\n"
+    "done\n"
+    "echo killed\n"
 )
 
 
