@@ -418,6 +418,7 @@ async def test_client_leaving_leaves_the_process_running(sandbox: Sandbox, how: 
     # A second session is served after the first one's end was read: the sleep still runs.
     probe = await open_exec(sandbox, ["kill", "-0", str(pid)])
     messages, _ = await probe.receive_all()
+    assert any(isinstance(m, bytes) and b'"Success"' in m for m in messages)  # kill -0: alive
     assert pid_exists(pid)
     assert sandbox.live_processes == 1
     await end_left_processes(sandbox)
