@@ -202,4 +202,3 @@ async def run_cleanup(
     else:
         logger.info("cleanup in %s/%s: %s", target.namespace, target.pod, outcome.value)
     return outcome
-

@@ -205,9 +205,7 @@ async def test_a_connection_cut_between_client_and_api_server(adapter: Any, sand
         async with adapter.KubernetesBackend(config) as backend:
             service = adapter.ExecService(backend, audit=events.append, cleanup_grace=GRACE)
             command = f"echo ready; sleep {mark}"
-            async with service.open_interactive(
-                request("sh", "-c", command), tty=False
-            ) as session:
+            async with service.open_interactive(request("sh", "-c", command), tty=False) as session:
                 async for frame in session:
                     if isinstance(frame, Stdout) and b"ready" in frame.data:
                         await started(mark)
