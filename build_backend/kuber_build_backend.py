@@ -1,12 +1,12 @@
 """The build backend: setuptools' own, plus the browser terminal's npm assets in the wheel.
 
-``kuber_exec_web`` serves xterm.js and its fit addon from a ``node_modules`` next to it, which
-the repository never holds: ``npm ci`` makes it from ``package-lock.json`` (the pinned versions,
-with their integrity hashes). Building a wheel (from the tree or from the sdist) runs ``npm ci``
-when that ``node_modules`` is missing or does not match the lockfile, then copies what the app
-serves (the scripts, the stylesheet, the source maps, the licences) into the wheel. Editable
-installs use the source tree's ``node_modules`` as it is (``make`` runs ``npm ci``). The only
-network a build needs beyond Python's package index is npm's registry, and only without a
+``kuber_exec_web`` serves xterm.js, its fit addon and asciinema-player from a ``node_modules`` next
+to it, which the repository never holds: ``npm ci`` makes it from ``package-lock.json`` (the pinned
+versions, with their integrity hashes). Building a wheel (from the tree or from the sdist) runs
+``npm ci`` when that ``node_modules`` is missing or does not match the lockfile, then copies what
+the app serves (the scripts, the stylesheet, the source maps, the licences) into the wheel.
+Editable installs use the source tree's ``node_modules`` as it is (``make`` runs ``npm ci``). The
+only network a build needs beyond Python's package index is npm's registry, and only without a
 matching ``node_modules``.
 """
 
@@ -36,6 +36,14 @@ ASSETS: dict[str, tuple[str, ...]] = {
         "package.json",
         "lib/addon-fit.js",
         "lib/addon-fit.js.map",
+    ),
+    # The replay page's player: one self-contained script (its terminal emulator is WebAssembly
+    # inlined in it) and its stylesheet.
+    "asciinema-player": (
+        "LICENSE",
+        "package.json",
+        "dist/bundle/asciinema-player.min.js",
+        "dist/bundle/asciinema-player.css",
     ),
 }
 
@@ -84,7 +92,7 @@ def ensure_node_modules(web: Path = WEB) -> None:
     if done.returncode != 0:
         raise RuntimeError(f"`npm ci` failed in {web} (exit status {done.returncode})")
     if not _matches_lock(web):
-        raise RuntimeError(f"`npm ci` in {web} did not install the locked xterm.js files")
+        raise RuntimeError(f"`npm ci` in {web} did not install the locked front-end files")
 
 
 def bundle_assets(destination: Path, web: Path = WEB) -> list[Path]:

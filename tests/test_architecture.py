@@ -165,7 +165,7 @@ def test_the_private_attribute_rule_catches_a_read() -> None:
 #: The pinned public surfaces: changing one is an API change, made here on purpose.
 CORE_NAMES = {
     "ExecError", "ExecErrorCode", "ExecOutputLimitError", "StreamName",
-    "ExecLimits", "ExecRequest", "Workspace",
+    "ExecLimits", "ExecRequest", "Impersonation", "Workspace",
     "EXEC_MANAGED_BY_LABEL", "EXEC_MANAGED_BY_VALUE", "EXEC_WORKSPACE_UID_LABEL",
     "Deployment", "FetchDeployment", "FetchPods", "LabelSelector", "Pod", "PodContainer",
     "ResolvedTarget", "TargetResolution", "TargetResolved",
@@ -195,6 +195,13 @@ def test_the_core_surface_is_pinned_and_h11_sized() -> None:
 def test_both_runtime_bindings_export_the_same_names(binding: str) -> None:
     module = importlib.import_module(binding)
     extra = {"AuditEvent", "JsonLinesAuditLog", "SessionLimits"}  # the service's audit kit
+    extra |= {"ClusterSlots", "ExecPreflight", "Impersonation"}  # the platform kit
+    extra |= {"Recording", "RecordingSink"}  # the recording kit
+    extra |= {  # copying files (docs/copy.md)
+        "CopyError", "CopyProblem", "CopyProgress", "CopyResult", "CopyTarget",
+        "DEFAULT_COPY_RETRIES", "copy_from_pod", "copy_to_pod", "download_stream",
+        "upload_stream",
+    }  # fmt: skip
     assert set(module.__all__) - extra == BINDING_NAMES
     assert [name for name in module.__all__ if not hasattr(module, name)] == []
 
@@ -218,6 +225,7 @@ def test_the_bindings_share_one_implementation() -> None:
     "module", ["kuber_exec_core.state", "kuber_exec_core.channels", "kuber_exec_core.kube",
                "kuber_exec_core.server", "kuber_exec_core.limits", "kuber_exec_core.watch",
                "kuber_exec_core.validation", "kuber_exec_core.supervision",
+               "kuber_exec_core.asciicast",
                "kuber_exec_anyio.transport",
                "kuber_exec_anyio.testing"],
 )  # fmt: skip

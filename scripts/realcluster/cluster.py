@@ -417,6 +417,11 @@ def up() -> None:
     for comp in ("controller-manager", "scheduler", "kubelet", "admin"):
         kubeconfig(STATE / f"{comp}.kubeconfig", user=cert_user(comp))
 
+    # The apiserver's audit log: who exec'd where (and as whom: impersonatedUser), for the
+    # platform tests; metadata only, and only for pods/exec and leases.
+    audit_policy = STATE / "audit-policy.json"
+    audit_policy.write_text(json.dumps(AUDIT_POLICY))
+
     # etcd
     start(
         "etcd",
@@ -488,6 +493,9 @@ def up() -> None:
             "--allow-privileged=true",
             "--profiling=false",
             "--event-ttl=10m",
+            f"--audit-policy-file={audit_policy}",
+            f"--audit-log-path={STATE / 'logs' / 'audit.log'}",
+            "--audit-log-mode=blocking",
         ],
     )
     poll(
@@ -592,6 +600,21 @@ def up() -> None:
     log(f"cluster up in {time.monotonic() - t0:.1f} s; state in {STATE}")
     print(f"export KUBECONFIG={STATE / 'admin.kubeconfig'}")
     print(f"nsenter --net={NETNS_PATH} kubectl --kubeconfig {STATE / 'admin.kubeconfig'} get nodes")
+
+
+#: What the apiserver audits (``audit.k8s.io/v1`` Policy, as JSON: YAML's subset).
+AUDIT_POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "resources": [{"group": "", "resources": ["pods/exec"]}]},
+        {"level": "Metadata", "resources": [{"group": "coordination.k8s.io",
+                                             "resources": ["leases"]}],
+         "namespaces": ["kx-slots"]},
+        {"level": "None"},
+    ],
+}  # fmt: skip
 
 
 def apply(obj: dict[str, Any]) -> Any:
@@ -707,6 +730,7 @@ def write_cluster_json() -> None:
             for name in ("admin", "executor", "reader", "stranger", "exec-plugin")
         },
         "exec_plugin_calls": str(STATE / "exec-plugin.calls"),
+        "audit_log": str(STATE / "logs" / "audit.log"),
         "pids": load_pids(),
         "containerd_socket": str(STATE / "containerd.sock"),
     }

@@ -17,6 +17,7 @@ from kuber_exec_core import ExecOutputLimitError as ExecOutputLimitError
 from kuber_exec_core import ExecRequest as ExecRequest
 from kuber_exec_core import ExecResult as ExecResult
 from kuber_exec_core import Exit as Exit
+from kuber_exec_core import Impersonation as Impersonation
 from kuber_exec_core import Resize as Resize
 from kuber_exec_core import ResolvedTarget as ResolvedTarget
 from kuber_exec_core import Stderr as Stderr
@@ -29,8 +30,22 @@ from ._audit_log import JsonLinesAuditLog as JsonLinesAuditLog
 from ._backend import Backend as Backend
 from ._backend import ExecConnection as ExecConnection
 from ._config import ClusterConfig as ClusterConfig
+from ._copy import DEFAULT_COPY_RETRIES as DEFAULT_COPY_RETRIES
+from ._copy import CopyProgress as CopyProgress
+from ._copy import CopyResult as CopyResult
+from ._copy import CopyTarget as CopyTarget
+from ._copy import copy_from_pod as copy_from_pod
+from ._copy import copy_to_pod as copy_to_pod
+from ._copy import download_stream as download_stream
+from ._copy import upload_stream as upload_stream
+from ._copy_errors import CopyError as CopyError
+from ._copy_errors import CopyProblem as CopyProblem
 from ._kubernetes import KubernetesBackend as KubernetesBackend
+from ._lease_slots import ClusterSlots as ClusterSlots
 from ._limits import SessionLimits as SessionLimits
+from ._preflight import ExecPreflight as ExecPreflight
+from ._recording import Recording as Recording
+from ._recording import RecordingSink as RecordingSink
 from ._service import ExecService as ExecService
 from ._session import InteractiveSession as InteractiveSession
 
@@ -41,11 +56,26 @@ BINDING_NAMES: tuple[str, ...] = (
     "AuditEvent",
     "Backend",
     "ClusterConfig",
+    "ClusterSlots",
     "ExecConnection",
+    "ExecPreflight",
     "ExecService",
     "InteractiveSession",
     "JsonLinesAuditLog",
+    "Recording",
+    "RecordingSink",
     "SessionLimits",
+    # copying files
+    "CopyError",
+    "CopyProblem",
+    "CopyProgress",
+    "CopyResult",
+    "CopyTarget",
+    "DEFAULT_COPY_RETRIES",
+    "copy_from_pod",
+    "copy_to_pod",
+    "download_stream",
+    "upload_stream",
     # re-exported from kuber_exec_core
     "Close",
     "Error",
@@ -56,6 +86,7 @@ BINDING_NAMES: tuple[str, ...] = (
     "ExecRequest",
     "ExecResult",
     "Exit",
+    "Impersonation",
     "Resize",
     "ResolvedTarget",
     "Stderr",

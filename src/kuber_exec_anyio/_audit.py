@@ -20,14 +20,21 @@ from typing import Literal
 
 import attrs
 
-from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, ResolvedTarget, Workspace
+from kuber_exec_core import (
+    ExecError,
+    ExecErrorCode,
+    ExecRequest,
+    Impersonation,
+    ResolvedTarget,
+    Workspace,
+)
 from kuber_exec_core.supervision import CleanupOutcome
 
 __all__ = ["AuditEvent", "AuditHook", "AuditRecord", "audited"]
 
 logger = logging.getLogger("kuber_exec")
 
-AuditKind = Literal["execute", "interactive"]
+AuditKind = Literal["execute", "interactive", "copy"]
 AuditPhase = Literal["started", "ended"]
 AuditOutcome = Literal["exit", "error", "closed"]
 
@@ -41,8 +48,13 @@ class AuditEvent:
     invalid request, another workspace's Deployment, the concurrency limit) gets only the
     ``ended`` event, with the error.
 
+    A copy (``copy_to_pod``, ``copy_from_pod``, the CLI's ``cp``, the browser terminal's drop
+    and download) gets its own pair with ``kind="copy"``, besides the events of the execs it
+    runs; its ``command`` is ``("copy", direction)`` and its ``direction``, ``local_path``,
+    ``remote_path`` and ``sha256`` say what moved (``None`` on every other kind).
+
     Attributes:
-        kind: ``"execute"`` or ``"interactive"``.
+        kind: ``"execute"``, ``"interactive"`` or ``"copy"``.
         phase: ``"started"`` or ``"ended"``.
         session_id: a random id shared by the two events of one session.
         workspace: the requesting workspace.
@@ -63,6 +75,20 @@ class AuditEvent:
             exit (:class:`~kuber_exec_core.supervision.CleanupOutcome`: ``"none"``,
             ``"terminated"``, ``"killed"``, ``"failed"``, or ``"unsupervised"`` for an image
             without a shell); ``None`` when no cleanup was called for.
+        user: the user the exec acted for (``ExecRequest.on_behalf_of.user``), ``None`` when
+            it ran as the service itself.
+        groups: that user's impersonated groups.
+        recording: the name of the session's recording (its file, see
+            ``open_interactive(recording=...)``), ``None`` when it is not recorded.
+        recording_error: on ``ended``, why the recording failed (the session went on), or
+            ``None``.
+        direction: a copy's ``"upload"`` or ``"download"``.
+        local_path: a copy's local file or directory (``None`` for a stream).
+        remote_path: a copy's path in the container (the final one, on ``ended``).
+        sha256: on a copy's ``ended``: the sha256 (hex) of the bytes moved (the file's, or
+            the tar stream's for a directory).
+        sha256_verified: on a copy's ``ended``: whether the container computed the same one
+            (``False`` when it has no ``sha256sum``).
     """
 
     kind: AuditKind
@@ -83,10 +109,19 @@ class AuditEvent:
     bytes_in: int = 0
     bytes_out: int = 0
     cleanup: CleanupOutcome | None = None
+    user: str | None = None
+    groups: tuple[str, ...] = ()
+    recording: str | None = None
+    recording_error: str | None = None
+    direction: Literal["upload", "download"] | None = None
+    local_path: str | None = None
+    remote_path: str | None = None
+    sha256: str | None = None
+    sha256_verified: bool | None = None
 
     def to_dict(self) -> dict[str, object]:
         """The event as JSON-ready values (the schema of :class:`JsonLinesAuditLog`'s lines)."""
-        return {
+        row: dict[str, object] = {
             "kind": self.kind,
             "phase": self.phase,
             "session_id": self.session_id,
@@ -107,7 +142,20 @@ class AuditEvent:
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
             "cleanup": None if self.cleanup is None else self.cleanup.value,
+            "user": self.user,
+            "groups": list(self.groups),
+            "recording": self.recording,
+            "recording_error": self.recording_error,
         }
+        if self.kind == "copy":
+            row.update(
+                direction=self.direction,
+                local_path=self.local_path,
+                remote_path=self.remote_path,
+                sha256=self.sha256,
+                sha256_verified=self.sha256_verified,
+            )
+        return row
 
 
 #: An audit hook: called on the event loop's thread; must not block; exceptions are logged.
@@ -125,7 +173,13 @@ class AuditRecord:
     """The audit trail of one call: builds and emits its ``started`` and ``ended`` events."""
 
     def __init__(
-        self, hook: AuditHook | None, kind: AuditKind, request: ExecRequest, *, tty: bool
+        self,
+        hook: AuditHook | None,
+        kind: AuditKind,
+        request: ExecRequest,
+        *,
+        tty: bool,
+        recording: str | None = None,
     ) -> None:
         self._hook = hook
         self._kind: AuditKind = kind
@@ -136,6 +190,8 @@ class AuditRecord:
         self._started_monotonic = time.monotonic()
         self._target: ResolvedTarget | None = None
         self._cleanup: CleanupOutcome | None = None
+        self._recording = recording
+        self._recording_error: str | None = None
         self.ended = False
 
     def started(self, target: ResolvedTarget) -> None:
@@ -151,6 +207,10 @@ class AuditRecord:
     def cleaned_up(self, outcome: CleanupOutcome) -> None:
         """The cleanup ran (or could not): the ``ended`` event carries ``outcome``."""
         self._cleanup = outcome
+
+    def recording_failed(self, message: str) -> None:
+        """The session's recording failed (the session goes on): the ``ended`` event says so."""
+        self._recording_error = message
 
     def exited(self, exit_code: int, *, bytes_in: int, bytes_out: int) -> None:
         """Emit ``ended`` with ``outcome="exit"``."""
@@ -202,6 +262,8 @@ class AuditRecord:
         request = self._request
         target = self._target
         duration = time.monotonic() - self._started_monotonic if phase == "ended" else None
+        identity = getattr(request, "on_behalf_of", None)
+        acting = identity if isinstance(identity, Impersonation) else None
         return AuditEvent(
             kind=self._kind,
             phase=phase,
@@ -214,6 +276,10 @@ class AuditRecord:
             tty=self._tty,
             started_at=self._started_at,
             duration_seconds=duration,
+            user=None if acting is None else acting.user,
+            groups=() if acting is None else acting.groups,
+            recording=self._recording,
+            recording_error=self._recording_error,
             **fields,  # type: ignore[arg-type]
         )
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import ssl
+import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,6 +36,7 @@ class ClusterConfig:
         ssl_context: ssl.SSLContext | None = None,
         configuration: Any = None,
         credential_kind: str = "none",
+        reload: Callable[[], Any] | None = None,
     ) -> None:
         parts = urlsplit(server)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -44,6 +47,11 @@ class ClusterConfig:
         self.ssl_context = ssl_context
         self._configuration = configuration
         self._credential_kind = credential_kind
+        # Loads the credentials again from where they came from (kubeconfig: its exec plugin
+        # or token file run again; in-cluster: the token file re-read); None: nothing to reload.
+        self._reload = reload
+        self._refresh_lock = threading.Lock()
+        self._generation = 0
 
     def __repr__(self) -> str:
         return f"ClusterConfig(server={self.server!r}, credentials={self._credential_kind})"
@@ -58,6 +66,40 @@ class ClusterConfig:
         """The server URL with ``ws``/``wss`` for the exec upgrade."""
         scheme, rest = self.server.split("://", 1)
         return f"{'wss' if scheme == 'https' else 'ws'}://{rest}"
+
+    @property
+    def credentials_generation(self) -> int:
+        """How many times :meth:`refresh_credentials` has replaced the credentials."""
+        return self._generation
+
+    def refresh_credentials(self, seen_generation: int) -> bool:
+        """Load fresh credentials now, whatever their expiry says (blocking: it may run the exec
+        plugin); for a request the server answered ``401``. Only once per generation: a caller
+        that saw ``seen_generation`` and finds it already replaced (another request refreshed
+        meanwhile) gets ``True`` without a second reload.
+
+        Returns ``False`` when the credentials cannot be reloaded (none, or given directly).
+
+        Raises:
+            ExecError: ``EXEC_FAILED`` when reloading fails (never quoting a credential).
+        """
+        if self._reload is None:
+            return False
+        with self._refresh_lock:
+            if self._generation != seen_generation:
+                return True
+            try:
+                configuration = self._reload()
+            except ExecError:
+                raise
+            except Exception as error:
+                raise ExecError(
+                    ExecErrorCode.FAILED,
+                    f"Refreshing the Kubernetes credentials failed ({type(error).__name__})",
+                ) from None
+            self._configuration = configuration
+            self._generation += 1
+            return True
 
     def auth_headers(self) -> list[tuple[str, str]]:
         """Current auth headers; may block (token refresh, exec plugin). Empty without auth."""
@@ -88,22 +130,26 @@ class ClusterConfig:
         Raises:
             ExecError: ``EXEC_FAILED`` when the file or context cannot be loaded.
         """
-        from kubernetes import client, config
-        from kubernetes.config.config_exception import ConfigException
 
-        configuration = client.Configuration()
-        try:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=path,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        except (ConfigException, OSError, ValueError, TypeError) as error:
-            raise ExecError(
-                ExecErrorCode.FAILED, f"Loading the kubeconfig failed: {_safe_text(error)}"
-            ) from None
-        return cls._from_configuration(configuration)
+        def load() -> Any:
+            from kubernetes import client, config
+            from kubernetes.config.config_exception import ConfigException
+
+            configuration = client.Configuration()
+            try:
+                config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=path,
+                    context=context,
+                    client_configuration=configuration,
+                    persist_config=False,
+                )
+            except (ConfigException, OSError, ValueError, TypeError) as error:
+                raise ExecError(
+                    ExecErrorCode.FAILED, f"Loading the kubeconfig failed: {_safe_text(error)}"
+                ) from None
+            return configuration
+
+        return cls._from_configuration(load(), load)
 
     @classmethod
     def in_cluster(cls) -> ClusterConfig:
@@ -112,23 +158,29 @@ class ClusterConfig:
         Raises:
             ExecError: ``EXEC_FAILED`` when not running in a pod.
         """
-        from kubernetes import client, config
-        from kubernetes.config.config_exception import ConfigException
 
-        configuration = client.Configuration()
-        try:
-            config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration
-            )
-        except (ConfigException, OSError) as error:
-            raise ExecError(
-                ExecErrorCode.FAILED,
-                f"Loading the in-cluster configuration failed: {_safe_text(error)}",
-            ) from None
-        return cls._from_configuration(configuration)
+        def load() -> Any:
+            from kubernetes import client, config
+            from kubernetes.config.config_exception import ConfigException
+
+            configuration = client.Configuration()
+            try:
+                config.load_incluster_config(  # type: ignore[no-untyped-call]
+                    client_configuration=configuration
+                )
+            except (ConfigException, OSError) as error:
+                raise ExecError(
+                    ExecErrorCode.FAILED,
+                    f"Loading the in-cluster configuration failed: {_safe_text(error)}",
+                ) from None
+            return configuration
+
+        return cls._from_configuration(load(), load)
 
     @classmethod
-    def _from_configuration(cls, configuration: Any) -> ClusterConfig:
+    def _from_configuration(
+        cls, configuration: Any, reload: Callable[[], Any] | None = None
+    ) -> ClusterConfig:
         server: str = configuration.host
         context: ssl.SSLContext | None = None
         if server.startswith("https://"):
@@ -141,7 +193,14 @@ class ClusterConfig:
             kind = "basic"
         else:
             kind = "none"
-        return cls(server, ssl_context=context, configuration=configuration, credential_kind=kind)
+        reload = reload if kind == "token" else None  # Certificates and passwords don't expire.
+        return cls(
+            server,
+            ssl_context=context,
+            configuration=configuration,
+            credential_kind=kind,
+            reload=reload,
+        )
 
 
 class _EncryptedKeyError(Exception):

@@ -8,7 +8,7 @@ which each runtime binding (``kuber_exec_trio``, ``kuber_exec_asyncio``) supplie
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
@@ -46,6 +46,9 @@ from ._connection import (
     open_exec_connection,
 )
 from ._drivers import resolve_target
+from ._identity import current_impersonation, impersonation_headers
+from ._lease_slots import ClusterSlots
+from ._preflight import ExecPreflight
 from ._rest import MAX_CONCURRENT_REQUESTS, RestClient, open_http_client
 from ._transport import TransportOpener
 
@@ -71,6 +74,14 @@ class KubernetesBackend:
         max_concurrent_requests: REST requests in flight at once (and HTTP connections kept);
             more callers wait in turn, with no deadline but each request's own timeout.
         transport: the WebSocket transport (the binding's own when ``None``).
+        preflight: an :class:`ExecPreflight` to check, before each exec upgrade, that the
+            requester may ``create pods/exec`` there (``None``, the default: no check).
+        cluster_slots: hold ``SessionLimits.max_sessions_per_workspace`` as Leases shared by
+            every replica (:class:`ClusterSlots`; ``None``, the default: counted in-process).
+
+    Every request of an exec acting for a user (``ExecRequest.on_behalf_of``) carries its
+    impersonation headers (docs/platform.md). A ``401`` (to a REST read or to the exec upgrade,
+    where the command never started) reloads the credentials once and tries once more.
     """
 
     #: The runtime's WebSocket transport; ``kuber_exec_trio`` and ``kuber_exec_asyncio`` bind it.
@@ -86,6 +97,8 @@ class KubernetesBackend:
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
         max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS,
         transport: TransportOpener | None = None,
+        preflight: ExecPreflight | None = None,
+        cluster_slots: ClusterSlots | None = None,
     ) -> None:
         opener = transport if transport is not None else type(self).default_transport
         if opener is None:
@@ -108,6 +121,14 @@ class KubernetesBackend:
                 ExecErrorCode.INVALID, "max_concurrent_requests must be a positive integer"
             )
         self._max_concurrent_requests = max_concurrent_requests
+        if preflight is not None and not isinstance(preflight, ExecPreflight):
+            raise TypeError(f"preflight must be an ExecPreflight, not {type(preflight).__name__}")
+        self.preflight = preflight
+        if cluster_slots is not None and not isinstance(cluster_slots, ClusterSlots):
+            raise TypeError(
+                f"cluster_slots must be a ClusterSlots, not {type(cluster_slots).__name__}"
+            )
+        self.cluster_slots = cluster_slots
         self._http: httpx.AsyncClient | None = None
         self._rest: RestClient | None = None
         # The watch cache while ``watch()`` runs (see "Target cache" in docs/trio.md).
@@ -149,6 +170,14 @@ class KubernetesBackend:
         if http is not None:
             with anyio.CancelScope(shield=True):
                 await http.aclose()
+
+    def rest_client(self) -> RestClient:
+        """The open backend's REST client (for the Lease slots).
+
+        Raises:
+            ExecError: ``EXEC_FAILED`` when the backend is not open.
+        """
+        return self._client()
 
     def _client(self) -> RestClient:
         if self._rest is None:
@@ -246,22 +275,42 @@ class KubernetesBackend:
     ) -> AbstractAsyncContextManager[WebSocketExecConnection]:
         """Open the exec WebSocket for ``command`` in ``target``, authenticated."""
         url = self.config.websocket_base + exec_path(target, command, streams)
-        return self._exec(url, subprotocols)
+        return self._exec(target.namespace, url, subprotocols)
 
     @asynccontextmanager
     async def _exec(
-        self, url: str, subprotocols: Sequence[Subprotocol]
+        self, namespace: str, url: str, subprotocols: Sequence[Subprotocol]
     ) -> AsyncIterator[WebSocketExecConnection]:
-        headers = await self._client().auth_headers()
-        async with open_exec_connection(
-            self._open_transport,
-            url,
-            subprotocols,
-            ssl_context=self.config.ssl_context,
-            headers=headers,
-            connect_timeout=self._request_timeout,
-            ping_interval=self._ping_interval,
-            pong_timeout=self._pong_timeout,
-            close_timeout=self._close_timeout,
-        ) as connection:
+        rest = self._client()
+        if self.preflight is not None:
+            await self.preflight.check(rest, namespace, current_impersonation())
+        async with AsyncExitStack() as stack:
+            for attempt in (1, 2):
+                generation = self.config.credentials_generation
+                headers = await rest.auth_headers() + impersonation_headers()
+                try:
+                    connection = await stack.enter_async_context(
+                        open_exec_connection(
+                            self._open_transport,
+                            url,
+                            subprotocols,
+                            ssl_context=self.config.ssl_context,
+                            headers=headers,
+                            connect_timeout=self._request_timeout,
+                            ping_interval=self._ping_interval,
+                            pong_timeout=self._pong_timeout,
+                            close_timeout=self._close_timeout,
+                        )
+                    )
+                except ExecError as error:
+                    # A 401 refused the upgrade: the command never started, so fresh
+                    # credentials may try once more.
+                    if (
+                        error.http_status == 401
+                        and attempt == 1
+                        and await rest.refresh_after_unauthorized(generation)
+                    ):
+                        continue
+                    raise
+                break
             yield connection

@@ -1,4 +1,12 @@
-"""REST reads for the core's API plans, over httpx (which runs on trio and asyncio alike)."""
+"""REST calls over httpx (which runs on trio and asyncio alike): the core's API plans, and the
+JSON writes of the platform features (access reviews, Leases).
+
+Every request carries fresh credentials and, inside an exec acting for a user, that user's
+impersonation headers (:mod:`._identity`; the Lease calls opt out: they are the service's own).
+A ``401`` answer means the credentials went stale before their expiry said so (a revoked or
+rotated token): they are reloaded once (:meth:`ClusterConfig.refresh_credentials`, shared by
+concurrent requests) and the request is sent once more; a second ``401`` is the answer.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +20,7 @@ from kuber_exec_core import Deployment, ExecError, ExecErrorCode, LabelSelector,
 from kuber_exec_core.kube import ApiGet, ApiPlan, ApiResponse, DeploymentLookup, PodListing
 
 from ._config import ClusterConfig
+from ._identity import impersonation_headers
 from ._transport import describe_error
 
 __all__ = ["MAX_CONCURRENT_REQUESTS", "RestClient", "open_http_client"]
@@ -83,6 +92,11 @@ class RestClient:
             return []  # Nothing to refresh: no thread hop.
         return await anyio.to_thread.run_sync(self._config.auth_headers)
 
+    async def refresh_after_unauthorized(self, seen_generation: int) -> bool:
+        """After a ``401`` to a request sent with credentials of ``seen_generation``: reload them
+        (in a worker thread; once, whoever asks) and say whether to send it again."""
+        return await anyio.to_thread.run_sync(self._config.refresh_credentials, seen_generation)
+
     async def run(self, plan: ApiPlan[T]) -> T:
         """Perform ``plan``'s requests in order and return its result."""
         while (request := plan.next_event()) is not None:
@@ -99,13 +113,39 @@ class RestClient:
 
     async def get(self, request: ApiGet) -> ApiResponse:
         """One GET; transport failures become ``EXEC_FAILED`` (never an httpx exception)."""
-        try:
-            async with self._slots:
-                headers = await self.auth_headers()
-                response = await self._http.get(request.target, headers=headers)
-        except httpx.HTTPError as error:
-            raise ExecError(
-                ExecErrorCode.FAILED,
-                f"Kubernetes API GET {request.path} failed: {describe_error(error)}",
-            ) from None
+        return await self.send("GET", request.target, shown=request.path)
+
+    async def send(
+        self,
+        method: str,
+        target: str,
+        json: object = None,
+        *,
+        impersonate: bool = True,
+        shown: str | None = None,
+    ) -> ApiResponse:
+        """One request (``json``: its body, if any), retried once after a ``401`` that fresh
+        credentials may cure. ``impersonate=False`` sends it as the service even inside an exec
+        acting for a user. Transport failures become ``EXEC_FAILED`` naming ``shown`` (default:
+        ``target``), never the query nor a header.
+        """
+        identity = impersonation_headers() if impersonate else []
+        for attempt in (1, 2):
+            generation = self._config.credentials_generation
+            try:
+                async with self._slots:
+                    headers = await self.auth_headers() + identity
+                    response = await self._http.request(method, target, headers=headers, json=json)
+            except httpx.HTTPError as error:
+                raise ExecError(
+                    ExecErrorCode.FAILED,
+                    f"Kubernetes API {method} {shown or target} failed: {describe_error(error)}",
+                ) from None
+            if (
+                response.status_code == 401
+                and attempt == 1
+                and await self.refresh_after_unauthorized(generation)
+            ):
+                continue
+            break
         return ApiResponse(status=response.status_code, body=response.content)

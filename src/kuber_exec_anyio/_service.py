@@ -41,11 +41,12 @@ from kuber_exec_core.validation import (
     validate_subprotocols,
 )
 
-from ._audit import AuditHook, AuditRecord, audited
+from ._admission import admitted, workspace_slots
+from ._audit import AuditHook, AuditRecord
 from ._backend import Backend, ExecConnection
 from ._drivers import await_start, collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
-from ._limits import WorkspaceSlots
+from ._recording import Recording, prepare_recorder, recorded
 from ._retarget import open_exec
 from ._session import InteractiveSession, run_session
 from ._supervise import (
@@ -121,7 +122,7 @@ class ExecService:
         self.limits = limits if limits is not None else ExecLimits()
         self.audit = audit
         self.session_limits = session_limits if session_limits is not None else SessionLimits()
-        self._slots = WorkspaceSlots(self.session_limits.max_sessions_per_workspace)
+        self._slots = workspace_slots(backend, self.session_limits.max_sessions_per_workspace)
         self.subprotocols = (
             DEFAULT_SUBPROTOCOLS if subprotocols is None else validate_subprotocols(subprotocols)
         )
@@ -177,7 +178,7 @@ class ExecService:
         """
         request = validate_request_type(request)
         record = AuditRecord(self.audit, "execute", request, tty=False)
-        with audited(record), self._slots.hold(request.workspace):
+        async with admitted(record, self._slots, request):
             stdout_limit = validate_output_cap(stdout_cap, "stdout", self.limits)
             stderr_limit = validate_output_cap(stderr_cap, "stderr", self.limits)
             stdin_data = None if stdin is None else stdin_bytes(stdin)
@@ -245,11 +246,17 @@ class ExecService:
         stdin: bool = True,
         queue_capacity: int | None = None,
         cleanup: bool | None = None,
+        recording: Recording | None = None,
     ) -> AsyncIterator[InteractiveSession]:
         """Open an interactive session (a TTY and stdin by default).
 
         With ``stdin=False`` the command gets no stdin stream at all (it reads end of input at
         once, on every subprotocol) and ``Stdin`` frames are refused with ``EXEC_INVALID``.
+
+        With ``recording`` (a :class:`Recording`), the session is recorded as asciicast v2 while
+        it runs (output and resizes; input only when asked); the audit events name the
+        recording, and a recording that fails is logged and reported in the ``ended`` event,
+        never ending the session (docs/recording.md).
 
         Use as ``async with service.open_interactive(request) as session:``. Leaving the block
         closes the socket; when the process had not exited by then (or the session ended by a
@@ -257,21 +264,24 @@ class ExecService:
         before the block is left (``cleanup``, default the service's; docs/cleanup.md).
 
         Raises (on entry):
-            ExecError: as :meth:`resolve_target`, ``EXEC_INVALID`` for a bad queue capacity
-                or a ``tty``/``stdin``/``cleanup`` that is not a ``bool``.
+            ExecError: as :meth:`resolve_target`, ``EXEC_INVALID`` for a bad queue capacity,
+                a ``tty``/``stdin``/``cleanup`` that is not a ``bool`` or a bad ``recording``.
         """
         request = validate_request_type(request)
         tty = validate_flag(tty, "tty")
         stdin = validate_flag(stdin, "stdin")
         capacity = validate_queue_capacity(queue_capacity, self.limits)
         supervise = self._supervises(cleanup)
-        record = AuditRecord(self.audit, "interactive", request, tty=tty)
+        recorder = prepare_recorder(recording, request, tty=tty)
+        name = None if recorder is None else recorder.name
+        record = AuditRecord(self.audit, "interactive", request, tty=tty, recording=name)
         limits = self.session_limits
-        with audited(record), self._slots.hold(request.workspace):
+        async with admitted(record, self._slots, request):
             target = await self.resolve_target(request)
             record.started(target)
             streams = ExecStreams(stdin=stdin, stdout=True, stderr=not tty, tty=tty)
             attempts = _Attempts(self, request, supervise)
+            handed_over = False
             while True:
                 core: ExecSession | None = None
                 try:
@@ -311,13 +321,20 @@ class ExecService:
                                 core,
                                 capacity,
                                 deadlines,
+                                recorder,
                                 initial_frames=initial,
                             )
-                            async with run_session(session, deadlines):
+                            handed_over = True
+                            async with (
+                                recorded(recorder, record.recording_failed),
+                                run_session(session, deadlines),
+                            ):
                                 yield session
                 except BaseException:
                     if core is not None:
                         await attempts.clean_up(core, target, record)
+                        if handed_over:
+                            _record_end(record, core.final_frame, core.bytes_in, core.bytes_out)
                     raise
                 if retry is not None:
                     target = await attempts.retry(retry, target, record)

@@ -38,6 +38,7 @@ from ._backend import ExecConnection
 from ._drivers import pump_session
 from ._groups import single_exception
 from ._limits import enforce_session_limits
+from ._recording import SessionRecorder
 
 __all__ = ["InteractiveSession", "run_session"]
 
@@ -60,6 +61,7 @@ class InteractiveSession:
         session: ExecSession,
         queue_capacity: int,
         deadlines: SessionDeadlines | None = None,
+        recorder: SessionRecorder | None = None,
         *,
         initial_frames: Sequence[ServerFrame] = (),
     ) -> None:
@@ -77,6 +79,7 @@ class InteractiveSession:
         # read per frame only when something needs it).
         watched = deadlines is not None and deadlines.watches_activity
         self._deadlines = deadlines if watched else None
+        self._recorder = recorder
 
     def __repr__(self) -> str:
         return (
@@ -121,6 +124,8 @@ class InteractiveSession:
         # The core validates and accounts for the frame before anything is written; the lock
         # is taken with no checkpoint in between, so frames go out in the order they came.
         messages = self._session.send(frame)
+        if self._recorder is not None:
+            self._recorder.sent(frame)
         if self._deadlines is not None and isinstance(frame, Stdin | Resize):
             self._deadlines.activity(anyio.current_time())
         if self._session.state is SessionState.CLOSED:
@@ -185,6 +190,8 @@ class InteractiveSession:
     async def _deliver(self, frame: ServerFrame) -> bool:
         if self._deadlines is not None and isinstance(frame, Stdout | Stderr):
             self._deadlines.activity(anyio.current_time())
+        if self._recorder is not None and isinstance(frame, Stdout | Stderr):
+            await self._recorder.received(frame)
         try:
             # As in __anext__: straight into the queue while it has room; wait only when full.
             try:

@@ -13,6 +13,7 @@ The exit-status table in the help is also docs/cli.md's: change the two together
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -25,6 +26,7 @@ from kuber_exec_trio import ExecRequest, Workspace
 from ._sandbox import DEMO_PROJECT, DEMO_WORKSPACE_UID
 
 __all__ = [
+    "CopyOptions",
     "DemoOptions",
     "ExecOptions",
     "Parsers",
@@ -120,6 +122,10 @@ class ExecOptions:
     stderr_cap: int | None = None
     #: ``--subprotocol`` values in order; empty: the library's default offer.
     subprotocols: tuple[str, ...] = ()
+    #: ``--record FILE``: record the session as asciicast v2 there.
+    record: str | None = None
+    record_input: bool = False
+    record_max_bytes: int | None = None
 
     def request(self) -> ExecRequest:
         """The library request this command line stands for."""
@@ -129,6 +135,71 @@ class ExecOptions:
             command=self.command,
             container=self.container,
         )
+
+
+_COPY_EXIT_STATUS_HELP = """\
+exit status:
+  0    copied (size checked; sha256 compared when the container has sha256sum, else a
+       warning on stderr says it was not)
+  1    the copy failed; stderr has one line "kuber-exec: COPY_<PROBLEM>: <message>":
+         COPY_NO_SUCH_PATH       the remote path (or its directory) does not exist
+         COPY_NOT_A_DIRECTORY    a file where a directory was expected
+         COPY_UNSUPPORTED        the remote path is a device, FIFO or socket
+         COPY_PERMISSION_DENIED  the container may not read or write there
+         COPY_NO_SPACE           the container's file system is full
+         COPY_NO_TAR             a directory needs tar, and the image has none
+         COPY_LOCAL_PATH         the local source is missing, or the destination exists
+         COPY_BAD_ARCHIVE        the container sent a hostile or broken archive (refused;
+                                 nothing was written outside the destination)
+         COPY_SIZE_MISMATCH, COPY_CHECKSUM_MISMATCH, COPY_CONNECTION_LOST,
+         COPY_REMOTE_FAILED
+  125  kuber-exec itself failed before copying: "kuber-exec: EXEC_<CODE>: <message>" (bad
+       arguments, no such Deployment, another workspace's Deployment, no running pod ...)
+  130  interrupted by Ctrl-C (SIGINT); 129 SIGHUP, 143 SIGTERM"""
+
+_COPY_EPILOG = f"""\
+One of SRC and DST is DEPLOYMENT:PATH (as with kubectl cp), the other a local path; a local
+path with a colon is written ./like:this. A directory is copied whole (it needs tar in the
+container); a single file needs only sh and head/tail. Into an existing directory the copy
+keeps its name; otherwise DST is the new name. A download never replaces a local file unless
+--overwrite, and never extracts into an existing directory.
+
+examples:
+  kuber-exec cp --sandbox ./site web:/tmp/site
+  kuber-exec cp --sandbox web:/etc/hostname .
+  kuber-exec cp --project team-a --workspace-uid 7d3c0b52 -c app web:/var/log/app.log ./logs/
+
+{_COPY_EXIT_STATUS_HELP}
+"""
+
+#: ``DEPLOYMENT:PATH``: a DNS-1123 name, a colon, then the path (kubectl's shape).
+_REMOTE = re.compile(r"([a-z0-9](?:[-a-z0-9]*[a-z0-9])?):(.*)", re.DOTALL)
+
+
+@attrs.frozen(kw_only=True)
+class CopyOptions:
+    """What ``kuber-exec cp`` was asked to do."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    sandbox: bool = False
+    project: str
+    workspace_uid: str
+    deployment: str
+    container: str | None = None
+    #: True: local to the pod; False: the pod to local.
+    upload: bool
+    remote_path: str
+    local_path: str
+    overwrite: bool = False
+    retries: int = 3
+    #: ``None``: a progress bar when stderr is a terminal.
+    progress: bool | None = None
+    subprotocols: tuple[str, ...] = ()
+
+    @property
+    def workspace(self) -> Workspace:
+        return Workspace(project=self.project, uid=self.workspace_uid)
 
 
 @attrs.frozen
@@ -151,7 +222,79 @@ class Parsers:
 
     top: argparse.ArgumentParser
     exec: argparse.ArgumentParser
+    cp: argparse.ArgumentParser
     demo: argparse.ArgumentParser
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser, *, deployment: bool) -> None:
+    """The options every command that reaches a workspace shares (``exec``, ``cp``): which
+    cluster (``--kubeconfig``, ``--context``, ``--sandbox``, ``--subprotocol``) and which
+    workspace and container (``--project``, ``--workspace-uid``, ``-c``, and with
+    ``deployment`` the ``DEPLOYMENT`` positional)."""
+    cluster = parser.add_argument_group("cluster")
+    cluster.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)",
+    )
+    cluster.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
+    cluster.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="use an in-process sandbox cluster with the demo workspace instead of a kubeconfig "
+        f"(then --project defaults to {DEMO_PROJECT}, --workspace-uid to {DEMO_WORKSPACE_UID})",
+    )
+    target = parser.add_argument_group("target")
+    target.add_argument(
+        "--project", metavar="NS", help="the workspace's project: the namespace (required)"
+    )
+    target.add_argument(
+        "--workspace-uid",
+        metavar="UID",
+        help="the workspace uid the Deployment must be labelled with (required)",
+    )
+    target.add_argument(
+        "-c",
+        "--container",
+        metavar="CONTAINER",
+        help="container (default: the first one of the Deployment's pod template)",
+    )
+    cluster.add_argument(
+        "--subprotocol",
+        metavar="NAME",
+        action="append",
+        choices=[protocol.value for protocol in Subprotocol],
+        dest="subprotocols",
+        help="offer this exec subprotocol; repeat for several, in order of preference "
+        "(default: v5.channel.k8s.io then v4.channel.k8s.io). For a server or proxy that speaks "
+        "only " + ", ".join(p.value for p in Subprotocol if p is not Subprotocol.V5) + ". Only "
+        "v5 can close stdin: -i without -t needs it",
+    )
+
+    if deployment:
+        target.add_argument("deployment", metavar="DEPLOYMENT", help="the Deployment's name")
+
+
+def workspace_of(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> Workspace:
+    """The workspace the options name: ``--sandbox`` conflicts with a kubeconfig and gives the
+    demo workspace's defaults; otherwise ``--project`` and ``--workspace-uid`` are required.
+
+    Raises:
+        UsageError: a missing or conflicting argument.
+    """
+    if namespace.sandbox and (namespace.kubeconfig or namespace.context):
+        raise UsageError(parser, "--sandbox cannot be combined with --kubeconfig or --context")
+    project = namespace.project
+    uid = namespace.workspace_uid
+    if namespace.sandbox:
+        project = DEMO_PROJECT if project is None else project
+        uid = DEMO_WORKSPACE_UID if uid is None else uid
+    missing = [
+        name for name, value in (("--project", project), ("--workspace-uid", uid)) if not value
+    ]
+    if missing:
+        raise UsageError(parser, f"{' and '.join(missing)} required (or use --sandbox)")
+    return Workspace(project=project, uid=uid)
 
 
 def build_parsers() -> Parsers:
@@ -181,41 +324,13 @@ def build_parsers() -> Parsers:
             "--workspace-uid UID\n"
             "                       [-c CONTAINER] [-i] [-t] [--stdout-cap BYTES] "
             "[--stderr-cap BYTES]\n"
-            "                       [--subprotocol NAME]... [--sandbox] DEPLOYMENT -- COMMAND "
-            "[ARG...]"
+            "                       [--subprotocol NAME]... [--record FILE [--record-input]]\n"
+            "                       [--sandbox] DEPLOYMENT -- COMMAND [ARG...]"
         ),
         epilog=_EXEC_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    cluster = exec_parser.add_argument_group("cluster")
-    cluster.add_argument(
-        "--kubeconfig",
-        metavar="PATH",
-        help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)",
-    )
-    cluster.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
-    cluster.add_argument(
-        "--sandbox",
-        action="store_true",
-        help="use an in-process sandbox cluster with the demo workspace instead of a kubeconfig "
-        f"(then --project defaults to {DEMO_PROJECT}, --workspace-uid to {DEMO_WORKSPACE_UID})",
-    )
-    target = exec_parser.add_argument_group("target")
-    target.add_argument(
-        "--project", metavar="NS", help="the workspace's project: the namespace (required)"
-    )
-    target.add_argument(
-        "--workspace-uid",
-        metavar="UID",
-        help="the workspace uid the Deployment must be labelled with (required)",
-    )
-    target.add_argument(
-        "-c",
-        "--container",
-        metavar="CONTAINER",
-        help="container (default: the first one of the Deployment's pod template)",
-    )
-    target.add_argument("deployment", metavar="DEPLOYMENT", help="the Deployment's name")
+    add_cluster_arguments(exec_parser, deployment=True)
     session = exec_parser.add_argument_group("session")
     session.add_argument(
         "-i",
@@ -243,16 +358,59 @@ def build_parsers() -> Parsers:
         type=int,
         help="stop with EXEC_OUTPUT_LIMIT after BYTES of stderr (1..1048576; default: no cap)",
     )
-    cluster.add_argument(
-        "--subprotocol",
-        metavar="NAME",
-        action="append",
-        choices=[protocol.value for protocol in Subprotocol],
-        dest="subprotocols",
-        help="offer this exec subprotocol; repeat for several, in order of preference "
-        "(default: v5.channel.k8s.io then v4.channel.k8s.io). For a server or proxy that speaks "
-        "only " + ", ".join(p.value for p in Subprotocol if p is not Subprotocol.V5) + ". Only "
-        "v5 can close stdin: -i without -t needs it",
+    recording = exec_parser.add_argument_group("recording")
+    recording.add_argument(
+        "--record",
+        metavar="FILE",
+        help="record the session as asciicast v2 in FILE (mode 0600, replaced if it exists): "
+        "the output and the terminal's resizes; play it with asciinema play FILE. A recording "
+        "that fails stops with a warning; the session goes on",
+    )
+    recording.add_argument(
+        "--record-input",
+        action="store_true",
+        help="record what is typed too (off by default: it can hold passwords)",
+    )
+    recording.add_argument(
+        "--record-max-bytes",
+        metavar="BYTES",
+        type=int,
+        help="stop recording (with a marker, the session goes on) at BYTES (default 64 MiB)",
+    )
+    cp_parser = commands.add_parser(
+        "cp",
+        help="copy files or directories into or out of a workspace Deployment's pod",
+        description=(
+            "Copy between the local machine and a pod of a workspace's Deployment, with the\n"
+            "same targeting and ownership checks as exec, streaming, size- and sha256-checked."
+        ),
+        usage=(
+            "kuber-exec cp [--kubeconfig PATH] [--context NAME] --project NS --workspace-uid UID"
+            "\n                     [-c CONTAINER] [--overwrite] [--retries N] [--[no-]progress]"
+            "\n                     [--sandbox] SRC DST"
+        ),
+        epilog=_COPY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_cluster_arguments(cp_parser, deployment=False)
+    copying = cp_parser.add_argument_group("copy")
+    copying.add_argument("source", metavar="SRC", help="DEPLOYMENT:PATH or a local path")
+    copying.add_argument("destination", metavar="DST", help="DEPLOYMENT:PATH or a local path")
+    copying.add_argument(
+        "--overwrite", action="store_true", help="a download may replace an existing local file"
+    )
+    copying.add_argument(
+        "--retries",
+        metavar="N",
+        type=int,
+        default=3,
+        help="reconnections a file download may make after lost connections (default: 3)",
+    )
+    copying.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar on stderr (default: when stderr is a terminal)",
     )
 
     commands.add_parser(
@@ -267,7 +425,7 @@ def build_parsers() -> Parsers:
         "check refusing another workspace's Deployment",
         description="A guided tour on the in-process sandbox; takes a few seconds.",
     )
-    return Parsers(top=parser, exec=exec_parser, demo=demo_parser)
+    return Parsers(top=parser, exec=exec_parser, cp=cp_parser, demo=demo_parser)
 
 
 def parse_exec_options(
@@ -282,24 +440,15 @@ def parse_exec_options(
         raise UsageError(
             parser, "the command goes after --, e.g. kuber-exec exec ... web -- ls -la"
         )
-    if namespace.sandbox and (namespace.kubeconfig or namespace.context):
-        raise UsageError(parser, "--sandbox cannot be combined with --kubeconfig or --context")
-    project = namespace.project
-    uid = namespace.workspace_uid
-    if namespace.sandbox:
-        project = DEMO_PROJECT if project is None else project
-        uid = DEMO_WORKSPACE_UID if uid is None else uid
-    missing = [
-        name for name, value in (("--project", project), ("--workspace-uid", uid)) if not value
-    ]
-    if missing:
-        raise UsageError(parser, f"{' and '.join(missing)} required (or use --sandbox)")
+    workspace = workspace_of(parser, namespace)
+    if (namespace.record_input or namespace.record_max_bytes is not None) and not namespace.record:
+        raise UsageError(parser, "--record-input and --record-max-bytes need --record FILE")
     return ExecOptions(
         kubeconfig=namespace.kubeconfig,
         context=namespace.context,
         sandbox=namespace.sandbox,
-        project=project,
-        workspace_uid=uid,
+        project=workspace.project,
+        workspace_uid=workspace.uid,
         deployment=namespace.deployment,
         container=namespace.container,
         command=tuple(command),
@@ -308,10 +457,56 @@ def parse_exec_options(
         stdout_cap=namespace.stdout_cap,
         stderr_cap=namespace.stderr_cap,
         subprotocols=tuple(namespace.subprotocols or ()),
+        record=namespace.record,
+        record_input=namespace.record_input,
+        record_max_bytes=namespace.record_max_bytes,
     )
 
 
-def parse_command_line(args: Sequence[str]) -> ExecOptions | DemoOptions:
+def parse_copy_options(
+    parser: argparse.ArgumentParser, namespace: argparse.Namespace
+) -> CopyOptions:
+    """Which side is the pod's, and the rest of ``cp``'s options.
+
+    Raises:
+        UsageError: not exactly one ``DEPLOYMENT:PATH``, an empty path, a bad ``--retries``.
+    """
+    workspace = workspace_of(parser, namespace)
+    source = _REMOTE.fullmatch(namespace.source)
+    destination = _REMOTE.fullmatch(namespace.destination)
+    if (source is None) == (destination is None):
+        raise UsageError(
+            parser,
+            "exactly one of SRC and DST is DEPLOYMENT:PATH (write a local path with a colon "
+            "as ./like:this)",
+        )
+    remote = source or destination
+    assert remote is not None
+    deployment, remote_path = remote.groups()
+    local_path = namespace.source if source is None else namespace.destination
+    if not remote_path or not local_path:
+        raise UsageError(parser, "an empty path: name the file or directory (. is fine)")
+    if not 0 <= namespace.retries <= 100:
+        raise UsageError(parser, "--retries must be between 0 and 100")
+    return CopyOptions(
+        kubeconfig=namespace.kubeconfig,
+        context=namespace.context,
+        sandbox=namespace.sandbox,
+        project=workspace.project,
+        workspace_uid=workspace.uid,
+        deployment=deployment,
+        container=namespace.container,
+        upload=source is None,
+        remote_path=remote_path,
+        local_path=local_path,
+        overwrite=namespace.overwrite,
+        retries=namespace.retries,
+        progress=namespace.progress,
+        subprotocols=tuple(namespace.subprotocols or ()),
+    )
+
+
+def parse_command_line(args: Sequence[str]) -> ExecOptions | CopyOptions | DemoOptions:
     """Parse ``kuber-exec ARGS`` (not ``sandbox``) into what to run.
 
     Raises:
@@ -319,6 +514,10 @@ def parse_command_line(args: Sequence[str]) -> ExecOptions | DemoOptions:
         SystemExit: ``--help`` or ``--version`` was printed (code 0).
     """
     args = list(args)
+    if args[:1] == ["cp"]:
+        # cp has no remote argv: its "--" only ends the options, as argparse reads it.
+        parsers = build_parsers()
+        return parse_copy_options(parsers.cp, parsers.top.parse_args(args))
     # Everything after the first "--" is the remote argv, verbatim: never parsed as options.
     command: list[str] | None = None
     if "--" in args:
@@ -335,7 +534,7 @@ def parse_command_line(args: Sequence[str]) -> ExecOptions | DemoOptions:
             )
         raise UsageError(parsers.top, f"unrecognized arguments: {' '.join(extra)}")
     if namespace.subcommand is None:
-        raise UsageError(parsers.top, "choose a command: exec, sandbox or demo")
+        raise UsageError(parsers.top, "choose a command: exec, cp, sandbox or demo")
     if namespace.subcommand == "demo":
         if command is not None:
             raise UsageError(parsers.demo, "demo takes no command")

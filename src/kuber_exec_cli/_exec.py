@@ -5,32 +5,43 @@ terminal) is checked before anything is contacted; then the backend is opened (t
 sandbox, or a kubeconfig context) and the request goes through
 :class:`~kuber_exec_trio.ExecService`, so the target is resolved, checked and ranked exactly as a
 platform backend using the library would, and the bytes move over the same session code. It
-returns the remote exit code and raises ``ExecError`` for everything else.
+returns the remote exit code and raises ``ExecError`` for everything else. With ``--record``, the
+file's directory is checked before anything is contacted; a recording that fails later is
+reported as one warning line on stderr once the session is over (the session goes on).
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import trio
 
 from kuber_exec_core import StreamName
+from kuber_exec_core.asciicast import DEFAULT_MAX_RECORDING_BYTES
 from kuber_exec_trio import (
+    AuditEvent,
     ClusterConfig,
     ExecError,
     ExecErrorCode,
     ExecLimits,
+    ExecRequest,
     ExecService,
     KubernetesBackend,
+    Recording,
 )
 
-from ._arguments import ExecOptions
+from ._arguments import CopyOptions, ExecOptions
 from ._sandbox import open_demo_sandbox
 from ._streaming import LocalStreams, stream_session
 
 __all__ = ["open_backend", "run_exec"]
+
+# Room for the header of any ordinary command and the cap's marker (a longer command's header
+# is refused by the service, naming max_bytes).
+_MIN_RECORDING_BYTES = 4096
 
 
 async def run_exec(options: ExecOptions, streams: LocalStreams) -> int:
@@ -49,17 +60,98 @@ async def run_exec(options: ExecOptions, streams: LocalStreams) -> int:
             "drop -t to pipe data into the command",
         )
     request = options.request()
+    recording = _recording(options)
+    with _recording_log_silenced(recording is not None):
+        return await _run(options, streams, request, recording, limits, stdout_cap, stderr_cap)
+
+
+async def _run(
+    options: ExecOptions,
+    streams: LocalStreams,
+    request: ExecRequest,
+    recording: Recording | None,
+    limits: ExecLimits,
+    stdout_cap: int | None,
+    stderr_cap: int | None,
+) -> int:
+    failures: list[str] = []
+
+    def audit(event: AuditEvent) -> None:
+        if event.phase == "ended" and event.recording_error is not None:
+            failures.append(event.recording_error)
+
     async with open_backend(options) as backend:
-        service = ExecService(backend, limits, subprotocols=options.subprotocols or None)
-        return await stream_session(
-            service,
-            request,
-            streams,
-            stdin=options.stdin,
-            tty=options.tty,
-            stdout_cap=stdout_cap,
-            stderr_cap=stderr_cap,
+        service = ExecService(
+            backend, limits, subprotocols=options.subprotocols or None, audit=audit
         )
+        try:
+            return await stream_session(
+                service,
+                request,
+                streams,
+                stdin=options.stdin,
+                tty=options.tty,
+                stdout_cap=stdout_cap,
+                stderr_cap=stderr_cap,
+                recording=recording,
+            )
+        finally:
+            # After the session (the terminal is no longer raw): one line, not an error.
+            for failure in failures:
+                streams.stderr.write(
+                    f"kuber-exec: warning: the recording {options.record} failed (the session "
+                    f"went on): {failure}\n".encode()
+                )
+                streams.stderr.flush()
+
+
+@contextmanager
+def _recording_log_silenced(silenced: bool) -> Iterator[None]:
+    # A recording's failure is reported once the session is over (the terminal no longer
+    # raw), from the audit event, rather than logged in the middle of the screen.
+    if not silenced:
+        yield
+        return
+    logger = logging.getLogger("kuber_exec.recording")
+    # Not propagated, and handled (else logging's last-resort handler would print it).
+    quiet = logging.NullHandler()
+    propagate, logger.propagate = logger.propagate, False
+    logger.addHandler(quiet)
+    try:
+        yield
+    finally:
+        logger.removeHandler(quiet)
+        logger.propagate = propagate
+
+
+def _recording(options: ExecOptions) -> Recording | None:
+    """``--record``'s recording, its directory checked before anything is contacted."""
+    if options.record is None:
+        return None
+    path = os.path.abspath(options.record)
+    directory = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise ExecError(ExecErrorCode.INVALID, f"--record {options.record} is a directory")
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK | os.X_OK):
+        raise ExecError(
+            ExecErrorCode.INVALID,
+            f"--record {options.record}: cannot create a file in {directory}",
+        )
+    max_bytes = options.record_max_bytes
+    if max_bytes is None:
+        max_bytes = DEFAULT_MAX_RECORDING_BYTES
+    elif max_bytes < _MIN_RECORDING_BYTES:
+        raise ExecError(
+            ExecErrorCode.INVALID, f"--record-max-bytes must be at least {_MIN_RECORDING_BYTES}"
+        )
+    term = os.environ.get("TERM")
+    return Recording(
+        destination=options.record,
+        record_input=options.record_input,
+        max_bytes=max_bytes,
+        # The terminal the output was written for: players pick their emulation from it.
+        env={"TERM": term} if term else {},
+    )
 
 
 def _cap(value: int | None, stream: StreamName, limits: ExecLimits) -> int | None:
@@ -74,7 +166,7 @@ def _cap(value: int | None, stream: StreamName, limits: ExecLimits) -> int | Non
 
 
 @asynccontextmanager
-async def open_backend(options: ExecOptions) -> AsyncIterator[KubernetesBackend]:
+async def open_backend(options: ExecOptions | CopyOptions) -> AsyncIterator[KubernetesBackend]:
     """A backend for the options' cluster: the in-process sandbox, or a kubeconfig context."""
     if options.sandbox:
         async with open_demo_sandbox() as url, KubernetesBackend(ClusterConfig(url)) as backend:

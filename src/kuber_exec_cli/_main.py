@@ -15,7 +15,8 @@ from collections.abc import Sequence
 
 from kuber_exec_trio import ExecError, ExecErrorCode
 
-from ._arguments import DemoOptions, UsageError, parse_command_line
+from ._arguments import CopyOptions, DemoOptions, UsageError, parse_command_line
+from ._copy import run_copy
 from ._demo import run_demo
 from ._exec import run_exec
 from ._sandbox import run_sandbox_command
@@ -46,4 +47,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return done.code if isinstance(done.code, int) else 0
     if isinstance(options, DemoOptions):
         return run(lambda: run_demo(streams), streams)
+    if isinstance(options, CopyOptions):
+        return run(lambda: run_copy(options, streams), streams)
     return run(lambda: run_exec(options, streams), streams)

@@ -35,6 +35,7 @@ from kuber_exec_trio import (
     ExecService,
     Exit,
     InteractiveSession,
+    Recording,
     Resize,
     Stderr,
     Stdin,
@@ -74,6 +75,7 @@ async def stream_session(
     stdout_cap: int | None = None,
     stderr_cap: int | None = None,
     on_open: Callable[[InteractiveSession], None] | None = None,
+    recording: Recording | None = None,
 ) -> int:
     """Run ``request`` as an interactive session wired to ``streams``; return its exit code.
 
@@ -83,7 +85,8 @@ async def stream_session(
     ``stdin``, no stdin stream is requested (with a TTY one is, as kubectl does, and left open:
     closing a terminal's input hangs it up). With ``tty``: the initial window size right after
     connecting, a ``Resize`` on every SIGWINCH, and with ``stdin`` the local terminal in raw
-    mode, restored however this returns.
+    mode, restored however this returns. With ``recording``, the session is recorded
+    (``open_interactive(recording=...)``).
 
     Raises:
         ExecError: any code ``open_interactive`` raises; ``EXEC_OUTPUT_LIMIT`` past a cap;
@@ -92,7 +95,9 @@ async def stream_session(
     # Without -i the command gets no stdin stream at all (end of input at once, on every
     # subprotocol); with a TTY stdin stays requested, as kubectl does: some runtimes lose a
     # TTY's output when it has no stdin.
-    async with service.open_interactive(request, tty=tty, stdin=stdin or tty) as session:
+    async with service.open_interactive(
+        request, tty=tty, stdin=stdin or tty, recording=recording
+    ) as session:
         if on_open is not None:
             on_open(session)
         if stdin and not tty and not session.protocol.can_close_stdin:

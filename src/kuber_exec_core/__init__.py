@@ -13,8 +13,8 @@ The top level holds what a user of the sans-IO core needs. More specialised part
 submodules: :mod:`kuber_exec_core.state` (the session's state table), :mod:`.channels` (the wire
 codec), :mod:`.kube` (the Kubernetes objects and the REST reads as plans), :mod:`.server` (the
 server side of the protocol, for test servers), :mod:`.limits` (the seed's default limits),
-:mod:`.validation` (the request checks), :mod:`.watch` (the watch cache) and :mod:`.testing`
-(hypothesis strategies).
+:mod:`.validation` (the request checks), :mod:`.watch` (the watch cache), :mod:`.asciicast`
+(terminal recordings) and :mod:`.testing` (hypothesis strategies).
 """
 
 from typing import TYPE_CHECKING
@@ -36,6 +36,7 @@ from ._frames import Stderr as Stderr
 from ._frames import Stdin as Stdin
 from ._frames import Stdout as Stdout
 from ._frames import stdin_bytes as stdin_bytes
+from ._identity import Impersonation as Impersonation
 from ._limits import ExecLimits as ExecLimits
 from ._objects import Deployment as Deployment
 from ._objects import Pod as Pod
@@ -173,6 +174,7 @@ __all__ = [
     # limits and requests
     "ExecLimits",
     "ExecRequest",
+    "Impersonation",
     "Workspace",
     # targeting
     "EXEC_MANAGED_BY_LABEL",

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import attrs
 
 from ._errors import ExecError, ExecErrorCode, StreamName
+from ._identity import Impersonation
 from ._limits import ExecLimits, positive_int
 from ._rules import InvalidRule
 
@@ -66,6 +67,9 @@ class ExecRequest:
     deployment: str
     command: Sequence[str] = attrs.field(converter=_command_converter)
     container: str | None = None
+    #: Act as this user (Kubernetes impersonation) for every request of the exec; ``None``:
+    #: the service's own identity. See :class:`~kuber_exec_core.Impersonation`.
+    on_behalf_of: Impersonation | None = None
 
 
 def _invalid(message: str) -> ExecError:
@@ -170,6 +174,11 @@ def validate_request(request: ExecRequest, limits: ExecLimits) -> None:
         command_bytes += size
     if command_bytes > limits.max_command_bytes:
         raise InvalidRule.COMMAND_BYTES.error(limits)
+    identity = request.on_behalf_of
+    if identity is not None and not isinstance(identity, Impersonation):
+        raise _invalid(
+            f"on_behalf_of must be an Impersonation or None, not {type(identity).__name__}"
+        )
 
 
 def validate_output_cap(value: int | None, stream: StreamName, limits: ExecLimits) -> int:

@@ -1,7 +1,14 @@
 """The seed's default limits, each with its reason (see :class:`~kuber_exec_core.ExecLimits`), and
 the service's session limits with their deadline arithmetic (:class:`SessionLimits`,
-:class:`SessionDeadlines`)."""
+:class:`SessionDeadlines`), and the Lease arithmetic of cluster-wide session slots
+(:func:`slot_names`, :func:`lease_body`, :func:`is_expired`)."""
 
+from ._lease_slots import format_micro_time as format_micro_time
+from ._lease_slots import is_expired as is_expired
+from ._lease_slots import lease_body as lease_body
+from ._lease_slots import parse_micro_time as parse_micro_time
+from ._lease_slots import slot_names as slot_names
+from ._lease_slots import transitions_of as transitions_of
 from ._limits import DEFAULT_INTERACTIVE_QUEUE_CAPACITY as DEFAULT_INTERACTIVE_QUEUE_CAPACITY
 from ._limits import DEFAULT_MAX_ARGUMENT_BYTES as DEFAULT_MAX_ARGUMENT_BYTES
 from ._limits import DEFAULT_MAX_COMMAND_ARGUMENTS as DEFAULT_MAX_COMMAND_ARGUMENTS
@@ -22,4 +29,10 @@ __all__ = [
     "ExecLimits",
     "SessionDeadlines",
     "SessionLimits",
+    "format_micro_time",
+    "is_expired",
+    "lease_body",
+    "parse_micro_time",
+    "slot_names",
+    "transitions_of",
 ]

@@ -6,6 +6,9 @@ Start it with ``async with serve_sandbox() as sandbox`` (trio), ``with run_sandb
 are :func:`main`). See ``docs/sandbox.md``.
 """
 
+from ._access import AccessPolicy as AccessPolicy
+from ._access import AccessRule as AccessRule
+from ._access import UserInfo as UserInfo
 from ._cluster import Cluster as Cluster
 from ._cluster import ContainerState as ContainerState
 from ._cluster import DeploymentObject as DeploymentObject
@@ -20,6 +23,7 @@ from ._command import main as main
 from ._faults import STOPPED_CONTAINER as STOPPED_CONTAINER
 from ._faults import Faults as Faults
 from ._faults import Gate as Gate
+from ._leases import LeaseStore as LeaseStore
 from ._server import NonLoopbackError as NonLoopbackError
 from ._server import Sandbox as Sandbox
 from ._server import serve_sandbox as serve_sandbox
@@ -45,6 +49,11 @@ __all__ = [
     "ReplicaSetObject",
     "demo_cluster",
     "stable_uid",
+    # who may do what, and the Leases (sandbox.access, sandbox.leases)
+    "AccessPolicy",
+    "AccessRule",
+    "LeaseStore",
+    "UserInfo",
     # faults on demand (cluster.faults)
     "STOPPED_CONTAINER",
     "Faults",

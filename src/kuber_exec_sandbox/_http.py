@@ -2,17 +2,20 @@
 
 A connection serves requests one after another (keep-alive) until the client closes it, a
 request is malformed (400, then close), or an exec upgrade takes the connection over. Request
-heads are capped at 64 KiB and bodies at 1 MiB (the sandbox's API is read-only: bodies are
-read and dropped). Only the method and path are ever logged: never headers and never the query.
+heads are capped at 64 KiB and bodies at 1 MiB (kept only for the Lease and review APIs of
+``._platform``). Only the method and path are ever logged: never headers and never the query.
 Without a ``required_token`` any bearer token is accepted and ignored; with one, every request
 (REST and exec upgrade) must carry it (``Authorization: Bearer`` or the
 ``base64url.bearer.authorization.k8s.io.`` subprotocol) or gets the API server's 401 Status.
+Then the :class:`~._access.AccessPolicy` says whom the request acts as (impersonation) and
+whether that user may exec.
 """
 
 from __future__ import annotations
 
 import base64
 import hmac
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -25,8 +28,11 @@ from wsproto.utilities import generate_accept_token
 from kuber_exec_core import Subprotocol
 from kuber_exec_core.channels import parse_subprotocol_header
 
+from ._access import AccessPolicy, UserInfo
 from ._cluster import Cluster
 from ._exec_request import ExecPlan, plan_exec
+from ._leases import LeaseStore
+from ._platform import handle_platform
 from ._rest import RestResponse, handle_rest, status_response
 from ._watch import DEFAULT_BOOKMARK_INTERVAL, WatchHub, WatchPlan, plan_watch
 from ._websocket import WebSocket
@@ -55,6 +61,7 @@ class _Request:
     path: str
     query: list[tuple[str, str]]
     headers: dict[str, list[str]]
+    body: bytes = b""
 
     def header(self, name: str) -> str:
         return ",".join(self.headers.get(name, []))
@@ -116,6 +123,10 @@ class ConnectionHandler:
     watches: WatchHub = attrs.field(factory=WatchHub)
     #: Seconds between the bookmarks of a watch that allows them.
     bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL
+    #: Who may do what (impersonation, exec, Leases); allows everything until enforced.
+    access: AccessPolicy = attrs.field(factory=AccessPolicy)
+    #: The ``coordination.k8s.io/v1`` Leases.
+    leases: LeaseStore = attrs.field(factory=LeaseStore)
 
     async def __call__(self, stream: trio.SocketStream) -> None:
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD_BYTES)
@@ -170,12 +181,12 @@ class ConnectionHandler:
         event = await self._next_event(connection, stream)
         if not isinstance(event, h11.Request):
             return None  # ConnectionClosed: the client is done.
-        body = 0
+        body = bytearray()
         while True:
             part = await self._next_event(connection, stream)
             if isinstance(part, h11.Data):
-                body += len(part.data)
-                if body > _MAX_BODY_BYTES:
+                body += part.data
+                if len(body) > _MAX_BODY_BYTES:
                     raise _BodyTooLarge
             elif isinstance(part, h11.EndOfMessage) or part is h11.PAUSED:
                 break
@@ -190,6 +201,7 @@ class ConnectionHandler:
             path=unquote(target.path),
             query=parse_qsl(target.query, keep_blank_values=True),
             headers=headers,
+            body=bytes(body),
         )
 
     def _authorized(self, request: _Request) -> bool:
@@ -214,6 +226,22 @@ class ConnectionHandler:
             answer = status_response(401, "Unauthorized", "Unauthorized")
             await self._respond(connection, stream, answer, close=_is_websocket_upgrade(request))
             return False
+        who = self.access.identify(request.headers)
+        if not isinstance(who, UserInfo):
+            answer = RestResponse(who[0], json.dumps(who[1]).encode())
+            await self._respond(connection, stream, answer, close=_is_websocket_upgrade(request))
+            return False
+        platform = handle_platform(
+            request.method,
+            request.path,
+            request.body,
+            who,
+            leases=self.leases,
+            access=self.access,
+        )
+        if platform is not None:
+            await self._respond(connection, stream, platform, head_only=request.method == "HEAD")
+            return False
         route = _exec_route(request.path)
         if route is None:
             watch = plan_watch(self.cluster, request.method, request.path, request.query)
@@ -235,6 +263,11 @@ class ConnectionHandler:
             await self._respond(connection, stream, answer, head_only=request.method == "HEAD")
             return False
         upgrade = _is_websocket_upgrade(request)
+        denied = self.access.authorize_exec(who, route[0], route[1])
+        if denied is not None:
+            answer = RestResponse(denied[0], json.dumps(denied[1]).encode())
+            await self._respond(connection, stream, answer, close=upgrade)
+            return False
         offered = parse_subprotocol_header(request.headers.get("sec-websocket-protocol", []))
         plan = plan_exec(
             self.cluster,

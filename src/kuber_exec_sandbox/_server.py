@@ -20,10 +20,12 @@ import trio
 
 from kuber_exec_core import Subprotocol
 
+from ._access import AccessPolicy
 from ._cluster import Cluster, demo_cluster
 from ._exec import run_exec_session
 from ._exec_request import ExecPlan
 from ._http import ConnectionHandler
+from ._leases import LeaseStore
 from ._process import ChildProcess, ProcessRegistry
 from ._watch import DEFAULT_BOOKMARK_INTERVAL, WatchHub
 from ._websocket import WebSocket
@@ -47,6 +49,9 @@ class Sandbox:
         kubeconfig_path: a kubeconfig whose current context points at it (namespace ``demo``).
         cluster: the served model (mutations show in the next answer).
         offer_v5: whether exec offers ``v5.channel.k8s.io`` (False: a pre-1.30 cluster).
+        access: who may impersonate and exec, and the answers to access reviews (allows
+            everything until ``access.enforce(...)``; see ``docs/sandbox.md``).
+        leases: the ``coordination.k8s.io/v1`` Leases written through the API.
     """
 
     url: str
@@ -55,6 +60,15 @@ class Sandbox:
     offer_v5: bool
     _registry: ProcessRegistry
     _watches: WatchHub | None = None
+    _handler: ConnectionHandler | None = None
+    access: AccessPolicy = attrs.field(factory=AccessPolicy)
+    leases: LeaseStore = attrs.field(factory=LeaseStore)
+
+    def set_token(self, token: str | None) -> None:
+        """Require ``token`` from now on (``None``: any), as when credentials rotate; the
+        kubeconfig is not rewritten. Safe from any thread (one attribute assignment)."""
+        if self._handler is not None:
+            self._handler.required_token = token
 
     @property
     def live_processes(self) -> int:
@@ -205,6 +219,9 @@ async def serve_sandbox(
             offer_v5=offer_v5,
             registry=registry,
             watches=handler.watches,
+            handler=handler,
+            access=handler.access,
+            leases=handler.leases,
         )
         with registry:  # its watchdog outlives every child, and stops after them
             async with trio.open_nursery() as nursery:

@@ -3,7 +3,8 @@
 Routes, relative to wherever the app is mounted: ``/`` the page, ``/ws`` the WebSocket
 (:mod:`kuber_exec_web._bridge`), ``/static/`` the page's own script and style, ``/assets/xterm/``
 and ``/assets/addon-fit/`` xterm.js and its fit addon, served from the ``node_modules`` that
-``npm ci`` made next to this package's ``package.json`` (never from a CDN).
+``npm ci`` made next to this package's ``package.json`` (never from a CDN). With
+``recordings``, also the replay (:mod:`kuber_exec_web._replay`) and asciinema-player.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from kuber_exec_anyio import ExecError, ExecErrorCode, ExecService
 
 from ._authorize import Authorize
 from ._bridge import PROTOCOL, TerminalEndpoint
+from ._recordings import RecordingStore
+from ._replay import replay_routes
 
 __all__ = ["AssetsMissingError", "create_app", "default_assets_dir"]
 
@@ -33,6 +36,7 @@ _STATIC = _HERE / "static"
 ASSETS_ENV = "KUBER_EXEC_WEB_ASSETS"
 _XTERM = ("@xterm", "xterm")
 _FIT = ("@xterm", "addon-fit")
+_PLAYER = ("asciinema-player", "dist", "bundle")
 
 _SECURITY_HEADERS = {
     # Scripts and sockets from this origin only; xterm.js adds inline styles.
@@ -49,11 +53,12 @@ _SECURITY_HEADERS = {
 class AssetsMissingError(ExecError):
     """xterm.js is not installed where the app looks for it."""
 
-    def __init__(self, where: Path) -> None:
+    def __init__(self, where: Path, what: str = "xterm.js") -> None:
         super().__init__(
             ExecErrorCode.FAILED,
-            f"xterm.js is not installed in {where}: run `npm ci` in {_HERE} "
-            f"(or point {ASSETS_ENV} at a node_modules holding @xterm/xterm and @xterm/addon-fit)",
+            f"{what} is not installed in {where}: run `npm ci` in {_HERE} (or point "
+            f"{ASSETS_ENV} at a node_modules holding @xterm/xterm, @xterm/addon-fit and "
+            "asciinema-player)",
         )
 
 
@@ -63,8 +68,11 @@ def default_assets_dir() -> Path:
     return Path(configured) if configured else _HERE / "node_modules"
 
 
-def _page(title: str, base: str, deployment: str, ping_interval: float) -> str:
+def _page(
+    title: str, base: str, deployment: str, ping_interval: float, *, replay: bool = False
+) -> str:
     attribute = html.escape
+    replay_link = '\n  <a id="replay" href="replay">Recordings</a>' if replay else ""
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -83,7 +91,7 @@ def _page(title: str, base: str, deployment: str, ping_interval: float) -> str:
       autocomplete="off" spellcheck="false" size="24"></label>
     <button type="submit">Connect</button>
   </form>
-  <span id="status" role="status">connecting&hellip;</span>
+  <span id="status" role="status">connecting&hellip;</span>{replay_link}
 </header>
 <main id="terminal"></main>
 <script src="assets/xterm/lib/xterm.js"></script>
@@ -105,6 +113,7 @@ def create_app(
     flow_window: int = 512 * 1024,
     allowed_origins: Collection[str] | None = None,
     assets_dir: str | os.PathLike[str] | None = None,
+    recordings: str | os.PathLike[str] | None = None,
 ) -> Starlette:
     """The browser terminal: a page and a WebSocket that opens ``command`` with a TTY.
 
@@ -120,7 +129,10 @@ def create_app(
         allowed_origins: the ``Origin`` values a WebSocket may come from; ``None`` allows only
             the page's own origin (the ``Host`` it was served from).
         assets_dir: the ``node_modules`` holding ``@xterm/xterm`` and ``@xterm/addon-fit``
-            (default: :func:`default_assets_dir`).
+            (and ``asciinema-player`` for ``recordings``; default: :func:`default_assets_dir`).
+        recordings: a directory (created if missing): every terminal is recorded there as
+            asciicast v2 (output and resizes, not keystrokes; see docs/recording.md), and
+            ``/replay`` lists and plays the caller's own recordings, behind ``authorize``.
 
     Raises:
         ExecError: ``EXEC_INVALID`` when ``ping_interval`` is not a number in (0, 30] or
@@ -141,6 +153,10 @@ def create_app(
     xterm, fit = modules.joinpath(*_XTERM), modules.joinpath(*_FIT)
     if not (xterm / "lib" / "xterm.js").is_file() or not (fit / "lib" / "addon-fit.js").is_file():
         raise AssetsMissingError(modules)
+    player = modules.joinpath(*_PLAYER)
+    if recordings is not None and not (player / "asciinema-player.min.js").is_file():
+        raise AssetsMissingError(modules, "asciinema-player")
+    store = None if recordings is None else RecordingStore(recordings)
     endpoint = TerminalEndpoint(
         service,
         authorize,
@@ -149,13 +165,15 @@ def create_app(
         ping_interval=ping_interval,
         flow_window=flow_window,
         allowed_origins=None if allowed_origins is None else frozenset(allowed_origins),
+        recordings=store,
     )
 
     async def page(request: Request) -> Response:
         base = request.scope.get("root_path", "").rstrip("/") + "/"
         deployment = request.query_params.get("deployment") or default_deployment or ""
         return HTMLResponse(
-            _page(title, base, deployment, ping_interval), headers=_SECURITY_HEADERS
+            _page(title, base, deployment, ping_interval, replay=store is not None),
+            headers=_SECURITY_HEADERS,
         )
 
     async def terminal(websocket: WebSocket) -> None:
@@ -164,8 +182,10 @@ def create_app(
     async def no_icon(request: Request) -> Response:
         return Response(status_code=204)
 
+    replay = [] if store is None else replay_routes(store, authorize, player, title)
     return Starlette(
         routes=[
+            *replay,
             Route("/", page, methods=["GET", "HEAD"]),
             Route("/favicon.ico", no_icon, methods=["GET", "HEAD"]),
             WebSocketRoute("/ws", terminal),

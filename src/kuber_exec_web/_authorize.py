@@ -9,11 +9,12 @@ from typing import Any
 
 import attrs
 
-from kuber_exec_core import Workspace
+from kuber_exec_core import Impersonation, Workspace
 
 __all__ = [
     "BEARER_PREFIX",
     "Authorize",
+    "TerminalGrant",
     "TerminalRefused",
     "TerminalRequest",
     "call_authorize",
@@ -58,19 +59,37 @@ class TerminalRequest:
     bearer_token: str | None = attrs.field(repr=False)
 
 
-#: Maps a request to the caller's workspace: return it, or ``None`` / raise
-#: :class:`TerminalRefused` to refuse. May be a plain function or a coroutine function.
-Authorize = Callable[[TerminalRequest], "Workspace | Awaitable[Workspace | None] | None"]
+@attrs.frozen
+class TerminalGrant:
+    """What an authorization callable may return instead of a bare ``Workspace``: the
+    workspace, and the user the terminal's exec acts for (Kubernetes impersonation: the
+    cluster's RBAC and audit log see that user; ``None``: the service's own identity).
+    """
+
+    workspace: Workspace
+    on_behalf_of: Impersonation | None = None
 
 
-async def call_authorize(authorize: Authorize, request: TerminalRequest) -> Workspace:
-    """Run ``authorize``; a refusal, or anything but a ``Workspace``, raises TerminalRefused."""
+#: Maps a request to the caller's workspace (a ``Workspace``, or a :class:`TerminalGrant`
+#: naming the user too): return it, or ``None`` / raise :class:`TerminalRefused` to refuse. May
+#: be a plain function or a coroutine function.
+Authorize = Callable[
+    [TerminalRequest],
+    "Workspace | TerminalGrant | Awaitable[Workspace | TerminalGrant | None] | None",
+]
+
+
+async def call_authorize(authorize: Authorize, request: TerminalRequest) -> TerminalGrant:
+    """Run ``authorize``; ``None`` or :class:`TerminalRefused` refuses (TerminalRefused), and
+    anything but a ``Workspace`` or ``TerminalGrant`` is a ``TypeError``."""
     answer = authorize(request)
     if inspect.isawaitable(answer):
         answer = await answer
     if answer is None:
         raise TerminalRefused()
-    if not isinstance(answer, Workspace):
+    if isinstance(answer, Workspace):
+        return TerminalGrant(answer)
+    if not isinstance(answer, TerminalGrant) or not isinstance(answer.workspace, Workspace):
         raise TypeError(f"the authorization callable returned {type(answer).__name__}")
     return answer
 

@@ -51,6 +51,7 @@ from ._authorize import (
     TerminalRequest,
     call_authorize,
 )
+from ._recordings import RecordingStore
 
 __all__ = ["PROTOCOL", "TerminalEndpoint"]
 
@@ -178,6 +179,7 @@ class TerminalEndpoint:
         ping_interval: float,
         flow_window: int,
         allowed_origins: frozenset[str] | None,
+        recordings: RecordingStore | None = None,
     ) -> None:
         self.service = service
         self.authorize = authorize
@@ -186,6 +188,7 @@ class TerminalEndpoint:
         self.ping_interval = ping_interval
         self.flow_window = flow_window
         self.allowed_origins = allowed_origins
+        self.recordings = recordings
 
     def _origin_allowed(self, websocket: WebSocket) -> bool:
         origin = websocket.headers.get("origin")
@@ -227,7 +230,7 @@ class TerminalEndpoint:
             bearer_token=_bearer_token(websocket),
         )
         try:
-            workspace = await call_authorize(self.authorize, request)
+            grant = await call_authorize(self.authorize, request)
         except TerminalRefused as refused:
             logger.info("terminal refused by the authorization callable: %s", refused.message)
             await channel.send_json(
@@ -237,12 +240,24 @@ class TerminalEndpoint:
             return
         columns = _dimension(query.get("cols"), _DEFAULT_SIZE[0])
         rows = _dimension(query.get("rows"), _DEFAULT_SIZE[1])
+        workspace = grant.workspace
         exec_request = ExecRequest(
-            workspace=workspace, deployment=deployment, command=self.command, container=container
+            workspace=workspace,
+            deployment=deployment,
+            command=self.command,
+            container=container,
+            on_behalf_of=grant.on_behalf_of,
         )
         started = time.monotonic()
+        recording = (
+            None
+            if self.recordings is None
+            else await self.recordings.new(workspace, exec_request, columns, rows)
+        )
         try:
-            async with self.service.open_interactive(exec_request, tty=True) as session:
+            async with self.service.open_interactive(
+                exec_request, tty=True, recording=recording
+            ) as session:
                 await session.send(Resize(columns=columns, rows=rows))
                 open_ms = round((time.monotonic() - started) * 1000, 1)
                 logger.info(

@@ -78,6 +78,12 @@ def build_parser(prog: str = "kuber-exec web") -> argparse.ArgumentParser:
         help="JSON-lines file the audit events are appended to (default: %(default)s)",
     )
     parser.add_argument(
+        "--record-dir",
+        metavar="DIR",
+        help="record every terminal as asciicast v2 in DIR (created if missing; output and "
+        "resizes, not keystrokes) and serve the replay page, /replay (default: no recording)",
+    )
+    parser.add_argument(
         "--max-sessions",
         type=int,
         default=4,
@@ -210,6 +216,7 @@ async def _serve(
             default_deployment="web",
             title="kuber-exec sandbox terminal",
             ping_interval=args.ping_interval,
+            recordings=args.record_dir,
         )
         config = uvicorn.Config(
             app,
@@ -222,6 +229,11 @@ async def _serve(
         server = uvicorn.Server(config)
         host, port = listener.getsockname()[:2]
         netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        recording = (
+            f"  Recording: every terminal, in {args.record_dir}; replay at http://{netloc}/replay\n"
+            if args.record_dir
+            else ""
+        )
         stdout.write(
             "kuber-exec web: a browser terminal into the sandbox's demo workspace\n"
             f"  (project {DEMO_WORKSPACE.project}, workspace uid {DEMO_WORKSPACE.uid}): its "
@@ -230,6 +242,7 @@ async def _serve(
             f"  Open:      http://{netloc}/?deployment=web#token={token}\n"
             "             (the token is printed only here and never logged)\n"
             f"  Audit log: {audit.path}\n"
+            f"{recording}"
             f"  Limits:    {limits.max_sessions_per_workspace} terminals per workspace, idle "
             f"{limits.idle_timeout:g} s, at most {limits.max_duration:g} s each\n"
             "  Stop with Ctrl-C.\n"

@@ -93,3 +93,49 @@ class _QuietTLSListener(TLSListener):
         await anyio.aclose_forcefully(stream)
         if not isinstance(exc, Exception):
             raise exc
+
+
+class CuttingProxy(FreezingProxy):
+    """Forwards bytes both ways; the first connection to carry more than ``cut_after`` bytes
+    from the server is cut there (both sides closed at once, mid-message). Once: ``cuts``
+    counts it, and later connections pass untouched (a resumed download must get through)."""
+
+    def __init__(self, url: str, cut_after: int) -> None:
+        super().__init__(url)
+        self._cut_after = cut_after
+        self.cuts = 0
+
+    async def _downstream(
+        self, source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream, cut: anyio.Event
+    ) -> None:
+        moved = 0
+        try:
+            async for chunk in source:
+                if self.cuts == 0 and moved + len(chunk) > self._cut_after:
+                    self.cuts += 1
+                    await sink.send(chunk[: self._cut_after - moved])
+                    cut.set()
+                    return
+                moved += len(chunk)
+                await sink.send(chunk)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+        finally:
+            cut.set()
+
+    async def _handle(self, client: anyio.abc.ByteStream) -> None:
+        try:
+            upstream = await anyio.connect_tcp(self._host, self._port)
+        except BaseException:
+            await anyio.aclose_forcefully(client)
+            raise
+        cut = anyio.Event()
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._pump, client, upstream)
+                tasks.start_soon(self._downstream, upstream, client, cut)
+                await cut.wait()
+                tasks.cancel_scope.cancel()
+        finally:
+            await anyio.aclose_forcefully(client)
+            await anyio.aclose_forcefully(upstream)

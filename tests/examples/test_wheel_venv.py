@@ -52,16 +52,20 @@ def test_the_wheel_carries_the_browser_terminal(venv: Path) -> None:
         f"{web}node_modules/@xterm/xterm/LICENSE",
         f"{web}node_modules/@xterm/addon-fit/lib/addon-fit.js",
         f"{web}node_modules/@xterm/addon-fit/LICENSE",
+        f"{web}static/replay.js",
+        f"{web}node_modules/asciinema-player/dist/bundle/asciinema-player.min.js",
+        f"{web}node_modules/asciinema-player/dist/bundle/asciinema-player.css",
+        f"{web}node_modules/asciinema-player/LICENSE",
         "kuber_exec_pytest/plugin.py",
     } <= names
     # Only what the app serves: no TypeScript sources, no other npm packages.
     assert not [name for name in names if "/node_modules/" in name and "/src/" in name]
-    assert {
-        name.split("/node_modules/")[1].split("/")[1] for name in names if "node_modules" in name
-    } == {
-        "xterm",
-        "addon-fit",
-    }
+    packages = set()
+    for name in names:
+        if "/node_modules/" in name:
+            parts = name.split("/node_modules/")[1].split("/")
+            packages.add("/".join(parts[:2]) if parts[0].startswith("@") else parts[0])
+    assert packages == {"@xterm/xterm", "@xterm/addon-fit", "asciinema-player"}
 
 
 def test_the_venv_runs_the_installed_wheel_not_this_tree(venv: Path) -> None:

@@ -99,6 +99,7 @@ class DemoProcess:
 
     def __init__(self, *options: str, audit_log: Path, command: tuple[str, ...] = ()) -> None:
         # ``command``: how to start kuber-exec (default: this interpreter's kuber_exec_cli).
+        self.audit_log = audit_log
         self.process = subprocess.Popen(
             [
                 *(command or (sys.executable, "-m", "kuber_exec_cli")),
@@ -146,6 +147,13 @@ class DemoProcess:
     def _drain(stream: Any, into: list[str]) -> None:
         for line in stream:
             into.append(line)
+
+    def audit_text(self) -> str:
+        """The audit log as written so far (``""`` before the first event)."""
+        try:
+            return self.audit_log.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return ""
 
     def rss_bytes(self) -> int:
         """The server process's resident set size now (VmRSS)."""

@@ -25,9 +25,12 @@ WEB_PACKAGE = Path(__file__).resolve().parents[2] / "src" / "kuber_exec_web"
 
 @pytest.fixture(scope="session", autouse=True)
 def _xterm_installed() -> None:
-    """xterm.js in src/kuber_exec_web/node_modules: ``npm ci`` from the lockfile when missing
-    (as ``make`` does), so a fresh clone's test run has what the app serves."""
-    if (WEB_PACKAGE / "node_modules" / "@xterm" / "xterm" / "lib" / "xterm.js").is_file():
+    """xterm.js and asciinema-player in src/kuber_exec_web/node_modules: ``npm ci`` from the
+    lockfile when missing (as ``make`` does), so a fresh clone's test run has what the app
+    serves."""
+    modules = WEB_PACKAGE / "node_modules"
+    player = modules / "asciinema-player" / "dist" / "bundle" / "asciinema-player.min.js"
+    if (modules / "@xterm" / "xterm" / "lib" / "xterm.js").is_file() and player.is_file():
         return
     npm = shutil.which("npm")
     if npm is None:

@@ -23,7 +23,14 @@ from kuber_exec_asyncio import AuditEvent, ExecError, ExecErrorCode, SessionLimi
 from kuber_exec_asyncio.testing import MemoryBackend
 from kuber_exec_core.kube import ApiResponse
 from kuber_exec_sandbox import Sandbox
-from kuber_exec_web import PROTOCOL, TerminalRefused, TerminalRequest, create_app, token_authorizer
+from kuber_exec_web import (
+    PROTOCOL,
+    TerminalGrant,
+    TerminalRefused,
+    TerminalRequest,
+    create_app,
+    token_authorizer,
+)
 
 from .app_server import DemoProcess, IdleCuttingProxy, serve_app
 from .conftest import DEMO
@@ -340,6 +347,41 @@ async def test_an_async_authorizer_sees_the_request(
                     assert (await _control(ws))["type"] == "open"
     assert (seen[0].deployment, seen[0].container, seen[0].bearer_token) == ("web", "app", None)
     assert seen[0].query == {"container": "app"}
+
+
+async def test_the_authorizer_names_the_user_the_terminal_acts_for(sandbox: Sandbox) -> None:
+    events: list[AuditEvent] = []
+    before = len(sandbox.access.exec_users)  # the sandbox is shared by the module's tests
+
+    def authorize(request: TerminalRequest) -> TerminalGrant:
+        return TerminalGrant(DEMO, adapter.Impersonation("alice", groups=("developers",)))
+
+    async with adapter.KubernetesBackend(adapter.ClusterConfig(sandbox.url)) as backend:
+        service = adapter.ExecService(backend, audit=events.append)
+        app = create_app(service, authorize, default_deployment="web")
+        async with serve_app(app) as address:
+            with anyio.fail_after(30):
+                async with _terminal(address, token=None) as ws:
+                    assert (await _control(ws))["type"] == "open"
+                    await ws.send(b"exit\r")
+                    assert await _control(ws) == {"type": "exit", "code": 0}
+    # The exec reached the API server as alice (the sandbox records whom each exec ran as).
+    assert sandbox.access.exec_users[before:] == ["alice"]
+    assert {(e.phase, e.user, e.groups) for e in events} == {
+        ("started", "alice", ("developers",)),
+        ("ended", "alice", ("developers",)),
+    }
+
+
+async def test_an_authorizer_returning_something_else_is_a_type_error() -> None:
+    from kuber_exec_web._authorize import call_authorize
+
+    request = TerminalRequest(
+        scope={}, headers={}, query={}, deployment="web", container=None, bearer_token=None
+    )
+    with pytest.raises(TypeError):
+        await call_authorize(lambda _: TerminalGrant("demo"), request)  # type: ignore[arg-type]
+    assert (await call_authorize(lambda _: DEMO, request)) == TerminalGrant(DEMO)
 
 
 async def test_the_demo_prints_its_token_once_and_never_logs_it(tmp_path: Path) -> None:

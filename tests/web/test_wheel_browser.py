@@ -36,7 +36,10 @@ def wheel_demo(tmp_path: Path) -> Iterator[DemoProcess]:
     if reason is not None:
         browser_unavailable(reason)
     server = DemoProcess(
-        audit_log=tmp_path / "audit.jsonl", command=(str(VENV / "bin" / "kuber-exec"),)
+        "--record-dir",
+        str(tmp_path / "casts"),
+        audit_log=tmp_path / "audit.jsonl",
+        command=(str(VENV / "bin" / "kuber-exec"),),
     )
     try:
         yield server
@@ -69,4 +72,12 @@ def test_the_installed_wheel_serves_a_working_terminal(wheel_demo: DemoProcess) 
         page.keyboard.type("echo from the wheel: $((6 * 7))")
         page.keyboard.press("Enter")
         _wait_for_screen(page, "from the wheel: 42")
+        # The replay's player comes from the wheel too.
+        player = page.request.get(
+            f"{wheel_demo.base}assets/asciinema-player/asciinema-player.min.js"
+        )
+        assert player.ok
+        assert b"AsciinemaPlayer" in player.body()
+        page.goto(f"{wheel_demo.base}replay")
+        expect(page.locator("#recordings a")).to_have_count(1)
     assert "EXEC_FAILED" not in wheel_demo.output
