@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 
 from kuber_exec_core import (
@@ -317,3 +318,32 @@ async def test_v4_cleanup(adapter: Any, v4_sandbox: Any) -> None:
             await service.execute(request("sleep", mark))
     assert left_running(mark) == []
     await eventually(lambda: open_fds() <= baseline, "a socket leaked")
+
+
+class SmallMessages:
+    """The adapter's transport with a message limit of ``limit`` bytes: the sandbox's 32 KiB
+    output messages are then over it (as one over 32 MiB is with the default limit)."""
+
+    def __init__(self, adapter: Any, limit: int) -> None:
+        self._inner = adapter.KubernetesBackend.default_transport
+        self._limit = limit
+
+    def __call__(self, options: Any) -> Any:
+        return self._inner(attrs.evolve(options, max_message_bytes=self._limit))
+
+
+async def test_a_message_over_the_limit_names_the_cause_and_the_limit(
+    adapter: Any, sandbox: Any
+) -> None:
+    mark = marker()
+    backend = adapter.KubernetesBackend(
+        adapter.ClusterConfig(sandbox.url), transport=SmallMessages(adapter, 16384)
+    )
+    async with backend:
+        service = adapter.ExecService(backend, cleanup_grace=GRACE)
+        with pytest.raises(ExecError) as raised:
+            await service.execute(request("yes", mark))
+    message = raised.value.message
+    assert "a server message exceeded the 16384 bytes message limit" in message, message
+    assert "1009" in message
+    assert left_running(mark) == []  # the cleanup's own messages are small
