@@ -15,6 +15,11 @@ argv                                   what the session does
                                        session that still answers pings
 ``cat``                                stdin echoed to stdout; success once stdin closes (v5)
 ``echo WORDS...``                      the words and a newline on stdout, then success
+``/bin/sh -c PROLOGUE kuber-exec-ID ...`` kuber-exec's supervised start (docs/cleanup.md): the
+                                       start mark on stdout, then the command (or the
+                                       missing-executable mark and exit 127)
+``/bin/sh -c SCRIPT kuber-exec-cleanup`` the cleanup exec: ``none`` (nothing runs here after
+                                       its session), then success
 anything else                          ``InternalError``: executable file not found
 =====================================  ========================================================
 """
@@ -28,6 +33,7 @@ from typing import Protocol
 from fast_wire import frame
 
 from kuber_exec_core.server import status_exit_code, status_failure, status_success
+from kuber_exec_core.supervision import CLEANUP_MARKER, SHELL
 
 __all__ = [
     "DEFAULT_MESSAGE_BYTES",
@@ -145,8 +151,29 @@ def _sleep(io: ProgramIO, argument: str) -> Program:
     return Program()
 
 
+_KNOWN = frozenset({"bench-stdout", "head", "true", "false", "sleep", "cat", "echo"})
+_CLEANUP_TAG = "kuber-exec-cleanup"
+
+
 def start_program(argv: Sequence[str], io: ProgramIO) -> Program:
     """Start ``argv`` on ``io``; the returned program receives the session's stdin."""
+    match list(argv):
+        case [shell, "-c", _script, tag, *_] if shell == SHELL and tag == _CLEANUP_TAG:
+            if io.stdout:
+                io.write(frame(bytes((STDOUT,)) + b"none\n"))
+            io.finish(_SUCCESS)
+            return Program()
+        case [shell, "-c", _script, tag, *command] if (
+            shell == SHELL and tag.startswith(CLEANUP_MARKER)
+        ):
+            found = bool(command) and command[0] in _KNOWN
+            mark = b"K" + tag.removeprefix(CLEANUP_MARKER).encode() + (b"." if found else b"!")
+            if io.stdout:
+                io.write(frame(bytes((STDOUT,)) + mark))
+            if not found:
+                io.finish(status_exit_code(127))
+                return Program()
+            argv = command
     match list(argv):
         case ["bench-stdout", total_text]:
             argv = [*argv, str(DEFAULT_MESSAGE_BYTES)]

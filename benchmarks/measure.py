@@ -74,6 +74,11 @@ RAW_SINK_BUFFER_BYTES = 4 * 1024 * 1024
 SUCCESS_STATUS = b'{"metadata":{},"status":"Success"}'
 
 
+#: Whether kuber-exec's rows supervise their command (docs/cleanup.md): the default, and what
+#: benchmarks/cleanup.py turns off (``KUBER_BENCH_CLEANUP=0``) to measure the prologue's cost.
+CLEANUP = os.environ.get("KUBER_BENCH_CLEANUP", "1") != "0"
+
+
 def head_command(size: int) -> list[str]:
     return ["head", "-c", str(size), "/dev/zero"]
 
@@ -151,7 +156,7 @@ async def kuber_execute(runtime: str, url: str, command: list[str], size: int) -
     adapter = _adapter(runtime)
     limits = adapter.ExecLimits(max_output_cap_bytes=size, default_output_cap_bytes=size)
     async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
-        service = adapter.ExecService(backend, limits)
+        service = adapter.ExecService(backend, limits, cleanup=CLEANUP)
         # A long-lived service's one-time costs (HTTP pool, TLS defaults, worker thread) are
         # not the transfer: pay them first. The timed call still resolves the target.
         await service.execute(_request(adapter, ["true"]))
@@ -168,7 +173,7 @@ async def kuber_interactive(runtime: str, url: str, command: list[str]) -> Trans
     adapter = _adapter(runtime)
     received = 0
     async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
-        service = adapter.ExecService(backend)
+        service = adapter.ExecService(backend, cleanup=CLEANUP)
         await service.execute(_request(adapter, ["true"]))  # as in kuber_execute
         stopwatch = Stopwatch()
         stopwatch.start()
@@ -190,7 +195,7 @@ async def kuber_latency(runtime: str, url: str, iterations: int) -> list[float]:
     clock = _clock(runtime)
     timings: list[float] = []
     async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
-        service = adapter.ExecService(backend)
+        service = adapter.ExecService(backend, cleanup=CLEANUP)
         request = _request(adapter, ["true"])
         for index in range(WARM_UP_ITERATIONS + iterations):
             started = clock()
@@ -304,7 +309,7 @@ async def cached_latency(runtime: str, url: str, iterations: int) -> list[float]
     ):
         with anyio.fail_after(30):
             await cache.wait_synced()
-        service = adapter.ExecService(backend)
+        service = adapter.ExecService(backend, cleanup=CLEANUP)
         request = _request(adapter, ["true"])
         for index in range(WARM_UP_ITERATIONS + iterations):
             started = clock()

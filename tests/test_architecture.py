@@ -224,7 +224,8 @@ def test_the_bindings_share_one_implementation() -> None:
 @pytest.mark.parametrize(
     "module", ["kuber_exec_core.state", "kuber_exec_core.channels", "kuber_exec_core.kube",
                "kuber_exec_core.server", "kuber_exec_core.limits", "kuber_exec_core.watch",
-               "kuber_exec_core.validation", "kuber_exec_core.asciicast",
+               "kuber_exec_core.validation", "kuber_exec_core.supervision",
+               "kuber_exec_core.asciicast",
                "kuber_exec_anyio.transport",
                "kuber_exec_anyio.testing"],
 )  # fmt: skip

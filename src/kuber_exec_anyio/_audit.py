@@ -28,6 +28,7 @@ from kuber_exec_core import (
     ResolvedTarget,
     Workspace,
 )
+from kuber_exec_core.supervision import CleanupOutcome
 
 __all__ = ["AuditEvent", "AuditHook", "AuditRecord", "audited"]
 
@@ -70,6 +71,10 @@ class AuditEvent:
         exit_code, error_code, error_message: see ``outcome``.
         bytes_in: stdin bytes sent to the process.
         bytes_out: stdout and stderr bytes received from it.
+        cleanup: on ``ended``, what the cleanup did when the exec ended without its process's
+            exit (:class:`~kuber_exec_core.supervision.CleanupOutcome`: ``"none"``,
+            ``"terminated"``, ``"killed"``, ``"failed"``, or ``"unsupervised"`` for an image
+            without a shell); ``None`` when no cleanup was called for.
         user: the user the exec acted for (``ExecRequest.on_behalf_of.user``), ``None`` when
             it ran as the service itself.
         groups: that user's impersonated groups.
@@ -103,6 +108,7 @@ class AuditEvent:
     error_message: str | None = None
     bytes_in: int = 0
     bytes_out: int = 0
+    cleanup: CleanupOutcome | None = None
     user: str | None = None
     groups: tuple[str, ...] = ()
     recording: str | None = None
@@ -135,6 +141,7 @@ class AuditEvent:
             "error_message": self.error_message,
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
+            "cleanup": None if self.cleanup is None else self.cleanup.value,
             "user": self.user,
             "groups": list(self.groups),
             "recording": self.recording,
@@ -182,6 +189,7 @@ class AuditRecord:
         self._started_at = datetime.datetime.now(datetime.UTC)
         self._started_monotonic = time.monotonic()
         self._target: ResolvedTarget | None = None
+        self._cleanup: CleanupOutcome | None = None
         self._recording = recording
         self._recording_error: str | None = None
         self.ended = False
@@ -195,6 +203,10 @@ class AuditRecord:
         """The exec is retried on ``target`` before its command started (the first pod was
         gone): the ``ended`` event names it. No event of its own."""
         self._target = target
+
+    def cleaned_up(self, outcome: CleanupOutcome) -> None:
+        """The cleanup ran (or could not): the ``ended`` event carries ``outcome``."""
+        self._cleanup = outcome
 
     def recording_failed(self, message: str) -> None:
         """The session's recording failed (the session goes on): the ``ended`` event says so."""
@@ -235,7 +247,7 @@ class AuditRecord:
         if self.ended:
             return
         self.ended = True
-        self._emit("ended", outcome=outcome, **fields)
+        self._emit("ended", outcome=outcome, cleanup=self._cleanup, **fields)
 
     def _emit(self, phase: AuditPhase, **fields: object) -> None:
         if self._hook is None:

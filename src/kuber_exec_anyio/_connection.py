@@ -101,7 +101,7 @@ class WebSocketExecConnection(ConnectionEnd):
             return await self._transport.receive()
         except TransportClosed as closed:
             # A no-op when keepalive already ended the connection with its own reason.
-            self._end(clean=closed.clean, reason=None)
+            self._end(clean=closed.clean, reason=closed.reason)
             return None
         finally:
             self._receiving = False

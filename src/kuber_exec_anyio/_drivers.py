@@ -38,6 +38,7 @@ from ._backend import ExecConnection
 
 __all__ = [
     "STATUS_END_TIMEOUT",
+    "await_start",
     "collect_execute",
     "pump_session",
     "resolve_target",
@@ -60,14 +61,15 @@ class TargetReader(Protocol):
 
 
 async def resolve_target(
-    backend: TargetReader, request: ExecRequest, limits: ExecLimits
+    backend: TargetReader, request: ExecRequest, limits: ExecLimits, *, avoid: str | None = None
 ) -> ResolvedTarget:
-    """Run a :class:`TargetResolution` against ``backend``'s reads.
+    """Run a :class:`TargetResolution` against ``backend``'s reads (``avoid``: a pod to rank
+    last).
 
     Raises:
         ExecError: the seed's validation and targeting errors, or the backend's.
     """
-    plan = TargetResolution(request, limits)
+    plan = TargetResolution(request, limits, avoid=avoid)
     while True:
         match plan.next_event():
             case FetchDeployment(namespace=namespace, name=name):
@@ -108,6 +110,22 @@ async def collect_execute(run: ExecuteRun, connection: ExecConnection) -> ExecRe
         await _feed(run.session, connection)
     assert isinstance(outcome, ExecResult)
     return outcome
+
+
+async def await_start(session: ExecSession, connection: ExecConnection) -> list[ServerFrame]:
+    """Read until a supervised session's start mark is read or it has ended, or its first frame
+    arrives (output before the mark ends the wait: it is not held back). Returns the frames
+    pulled on the way, for the consumer to get first (at most one, and the terminal frame)."""
+    frames: list[ServerFrame] = []
+    while session.awaiting_start_mark and not frames:
+        event = session.next_event()
+        if event is NEED_DATA:
+            # Decoding the last message may have read the mark: then nothing more is awaited.
+            if session.awaiting_start_mark:
+                await _feed(session, connection)
+        elif event is not SESSION_ENDED:
+            frames.append(event)
+    return frames
 
 
 async def send_quietly(connection: ExecConnection, messages: Sequence[Message]) -> None:

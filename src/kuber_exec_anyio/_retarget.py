@@ -46,19 +46,23 @@ async def open_exec(
     streams: ExecStreams,
     subprotocols: Sequence[Subprotocol],
     retargeted: Callable[[ResolvedTarget], None],
+    *,
+    command: Sequence[str] | None = None,
 ) -> AsyncIterator[tuple[ResolvedTarget, ExecConnection]]:
     """``backend.exec(target, ...)``; after a refusal the backend's ``retarget`` hook accepts,
     once more on the target it gives (``retargeted`` is told first). Yields the target the
-    connection is for, and the connection.
+    connection is for, and the connection. ``command``: the argv to run (default the
+    request's; the service passes the supervised form).
 
     Raises (on entry):
         ExecError: the refusal (when not retried, or the retry's own), or what resolving again
             raised (the current answer for ``request``: e.g. ``EXEC_TARGET_NOT_READY``).
     """
+    argv = request.command if command is None else command
     async with AsyncExitStack() as stack:
         try:
             connection = await stack.enter_async_context(
-                backend.exec(target, request.command, streams, subprotocols)
+                backend.exec(target, argv, streams, subprotocols)
             )
         except ExecError as error:
             retarget: Retarget | None = getattr(backend, "retarget", None)
@@ -75,6 +79,6 @@ async def open_exec(
             target = fresh
             retargeted(target)
             connection = await stack.enter_async_context(
-                backend.exec(target, request.command, streams, subprotocols)
+                backend.exec(target, argv, streams, subprotocols)
             )
         yield target, connection

@@ -9,8 +9,9 @@ closes its socket and the runtime's own cancellation exception propagates. Every
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import anyio
 
@@ -30,7 +31,9 @@ from kuber_exec_core import (
     stdin_bytes,
 )
 from kuber_exec_core.limits import SessionDeadlines, SessionLimits
+from kuber_exec_core.supervision import CleanupOutcome, StartMark, Supervision
 from kuber_exec_core.validation import (
+    validate_cleanup_grace,
     validate_flag,
     validate_output_cap,
     validate_queue_capacity,
@@ -40,12 +43,21 @@ from kuber_exec_core.validation import (
 
 from ._admission import admitted, workspace_slots
 from ._audit import AuditHook, AuditRecord
-from ._backend import Backend
-from ._drivers import collect_execute, resolve_target, send_quietly
+from ._backend import Backend, ExecConnection
+from ._drivers import await_start, collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
 from ._recording import Recording, prepare_recorder, recorded
 from ._retarget import open_exec
 from ._session import InteractiveSession, run_session
+from ._supervise import (
+    DEFAULT_CLEANUP_GRACE,
+    CleanupSettings,
+    NextAttempt,
+    ShellRegistry,
+    needs_cleanup,
+    next_attempt,
+    run_cleanup,
+)
 
 __all__ = ["ExecService"]
 
@@ -76,6 +88,14 @@ class ExecService:
             can close stdin (``execute`` with stdin needs v5 in the offer, else
             ``EXEC_INVALID`` before anything starts; ``Stdin(eof=True)`` is refused on the
             others). Raises ``ExecError(EXEC_INVALID)`` for an unknown or repeated one.
+        cleanup: start commands under the supervising prologue and, when an exec or session
+            ends without its process's exit (cancelled, timed out, capped, cut off, ended by a
+            limit), end the process and its children with a second, bounded exec
+            (docs/cleanup.md). Per call: ``execute(..., cleanup=)``, ``open_interactive(...,
+            cleanup=)``. ``EXEC_INVALID`` when not a ``bool``.
+        cleanup_grace: seconds between the cleanup's TERM and its KILL (default 2); the
+            caller is held at most ``2 * cleanup_grace + 2`` seconds by a cleanup.
+            ``EXEC_INVALID`` unless a finite number in [0, 60].
     """
 
     def __init__(
@@ -86,6 +106,8 @@ class ExecService:
         audit: AuditHook | None = None,
         session_limits: SessionLimits | None = None,
         subprotocols: Sequence[Subprotocol | str] | None = None,
+        cleanup: bool = True,
+        cleanup_grace: float = DEFAULT_CLEANUP_GRACE,
     ) -> None:
         # A programming error, not a request's: TypeError at construction (docs/errors.md).
         missing = [name for name in _BACKEND_METHODS if not callable(getattr(backend, name, None))]
@@ -104,6 +126,9 @@ class ExecService:
         self.subprotocols = (
             DEFAULT_SUBPROTOCOLS if subprotocols is None else validate_subprotocols(subprotocols)
         )
+        self.cleanup = validate_flag(cleanup, "cleanup")
+        self.cleanup_settings = CleanupSettings(grace=validate_cleanup_grace(cleanup_grace))
+        self._shells = ShellRegistry()
 
     def __repr__(self) -> str:
         return f"ExecService({self.backend!r}, {self.limits!r})"
@@ -132,11 +157,16 @@ class ExecService:
         stdout_cap: int | None = None,
         stderr_cap: int | None = None,
         stdin: bytes | bytearray | memoryview | str | None = None,
+        cleanup: bool | None = None,
     ) -> ExecResult:
         """Run a command to completion and capture its output (no TTY).
 
         ``stdin``, if given, is sent whole and then closed; that needs ``v5.channel.k8s.io``, so
         only v5 is offered and an older server refuses before the command starts.
+
+        ``cleanup`` (default: the service's): when the run ends without the process's exit (an
+        output cap, a lost connection, the caller's cancellation or timeout), end the process
+        and its children in the container before returning (docs/cleanup.md).
 
         Raises:
             ExecOutputLimitError: a stream passed its cap (the socket is closed at once).
@@ -152,31 +182,42 @@ class ExecService:
             stdout_limit = validate_output_cap(stdout_cap, "stdout", self.limits)
             stderr_limit = validate_output_cap(stderr_cap, "stderr", self.limits)
             stdin_data = None if stdin is None else stdin_bytes(stdin)
+            supervise = self._supervises(cleanup)
             offer = ExecuteRun.subprotocols(stdin=stdin_data is not None, offer=self.subprotocols)
             target = await self.resolve_target(request)
             record.started(target)
             streams = ExecStreams(stdin=stdin_data is not None, stdout=True, stderr=True, tty=False)
-            async with open_exec(
-                self.backend, request, self.limits, target, streams, offer, record.retargeted
-            ) as (target, connection):
-                run = ExecuteRun(
-                    target,
-                    connection.subprotocol,
-                    stdout_cap=stdout_limit,
-                    stderr_cap=stderr_limit,
-                    stdin=stdin_data,
-                )
-                messages = run.stdin_messages()
+            attempts = _Attempts(self, request, supervise)
+            while True:
+                run: ExecuteRun | None = None
                 try:
-                    with single_exception():
-                        async with anyio.create_task_group() as tasks:
-                            if messages:
-                                # Concurrently with reading: a command that echoes a large stdin
-                                # would otherwise fill every buffer and deadlock.
-                                tasks.start_soon(send_quietly, connection, messages)
-                            result = await collect_execute(run, connection)
-                            tasks.cancel_scope.cancel()
+                    async with open_exec(
+                        self.backend,
+                        request,
+                        self.limits,
+                        target,
+                        streams,
+                        offer,
+                        record.retargeted,
+                        command=attempts.command(target),
+                    ) as (target, connection):
+                        run = ExecuteRun(
+                            target,
+                            connection.subprotocol,
+                            stdout_cap=stdout_limit,
+                            stderr_cap=stderr_limit,
+                            stdin=stdin_data,
+                            supervision=attempts.supervision,
+                        )
+                        result = await _run_execute(run, connection)
                 except ExecError as error:
+                    if run is None:
+                        raise
+                    retry = attempts.next_attempt(run.session, target)
+                    if retry is not None:
+                        target = await attempts.retry(retry, target, record)
+                        continue
+                    await attempts.clean_up(run.session, target, record)
                     # An output cap or a failed status: the audit event counts what did move.
                     record.failed(
                         error.code,
@@ -185,6 +226,11 @@ class ExecService:
                         bytes_out=run.session.bytes_out,
                     )
                     raise
+                except BaseException:
+                    if run is not None:
+                        await attempts.clean_up(run.session, target, record)
+                    raise
+                break
             logger.info("exec in %s/%s exited %d", target.namespace, target.pod, result.exit_code)
             record.exited(
                 result.exit_code, bytes_in=run.session.bytes_in, bytes_out=run.session.bytes_out
@@ -199,6 +245,7 @@ class ExecService:
         tty: bool = True,
         stdin: bool = True,
         queue_capacity: int | None = None,
+        cleanup: bool | None = None,
         recording: Recording | None = None,
     ) -> AsyncIterator[InteractiveSession]:
         """Open an interactive session (a TTY and stdin by default).
@@ -212,16 +259,19 @@ class ExecService:
         never ending the session (docs/recording.md).
 
         Use as ``async with service.open_interactive(request) as session:``. Leaving the block
-        closes the socket (a client close: the remote process is not signalled).
+        closes the socket; when the process had not exited by then (or the session ended by a
+        limit or a lost connection), the process and its children are ended in the container
+        before the block is left (``cleanup``, default the service's; docs/cleanup.md).
 
         Raises (on entry):
             ExecError: as :meth:`resolve_target`, ``EXEC_INVALID`` for a bad queue capacity,
-                a ``tty``/``stdin`` that is not a ``bool`` or a bad ``recording``.
+                a ``tty``/``stdin``/``cleanup`` that is not a ``bool`` or a bad ``recording``.
         """
         request = validate_request_type(request)
         tty = validate_flag(tty, "tty")
         stdin = validate_flag(stdin, "stdin")
         capacity = validate_queue_capacity(queue_capacity, self.limits)
+        supervise = self._supervises(cleanup)
         recorder = prepare_recorder(recording, request, tty=tty)
         name = None if recorder is None else recorder.name
         record = AuditRecord(self.audit, "interactive", request, tty=tty, recording=name)
@@ -230,37 +280,156 @@ class ExecService:
             target = await self.resolve_target(request)
             record.started(target)
             streams = ExecStreams(stdin=stdin, stdout=True, stderr=not tty, tty=tty)
-            async with open_exec(
-                self.backend,
-                request,
-                self.limits,
-                target,
-                streams,
-                self.subprotocols,
-                record.retargeted,
-            ) as (target, connection):
-                core = ExecSession(
-                    connection.subprotocol,
-                    tty=tty,
-                    stdin=stdin,
-                    max_stdin_frame_bytes=self.limits.max_stdin_frame_bytes,
-                )
-                deadlines = (
-                    SessionDeadlines(limits, opened_at=anyio.current_time())
-                    if limits.limits_time
-                    else None
-                )
-                session = InteractiveSession(
-                    target, connection, core, capacity, deadlines, recorder
-                )
+            attempts = _Attempts(self, request, supervise)
+            handed_over = False
+            while True:
+                core: ExecSession | None = None
                 try:
-                    async with (
-                        recorded(recorder, record.recording_failed),
-                        run_session(session, deadlines),
-                    ):
-                        yield session
-                finally:
-                    _record_end(record, session.final_frame, session.bytes_in, session.bytes_out)
+                    async with AsyncExitStack() as stack:
+                        target, connection = await stack.enter_async_context(
+                            open_exec(
+                                self.backend,
+                                request,
+                                self.limits,
+                                target,
+                                streams,
+                                self.subprotocols,
+                                record.retargeted,
+                                command=attempts.command(target),
+                            )
+                        )
+                        core = ExecSession(
+                            connection.subprotocol,
+                            tty=tty,
+                            stdin=stdin,
+                            max_stdin_frame_bytes=self.limits.max_stdin_frame_bytes,
+                            supervision=attempts.supervision,
+                        )
+                        # Before the caller may type: a terminal would echo early input ahead
+                        # of the mark, and a retry must know that nothing has started.
+                        initial = await await_start(core, connection)
+                        retry = attempts.next_attempt(core, target) if core.is_finished else None
+                        if retry is None:
+                            deadlines = (
+                                SessionDeadlines(limits, opened_at=anyio.current_time())
+                                if limits.limits_time
+                                else None
+                            )
+                            session = InteractiveSession(
+                                target,
+                                connection,
+                                core,
+                                capacity,
+                                deadlines,
+                                recorder,
+                                initial_frames=initial,
+                            )
+                            handed_over = True
+                            async with (
+                                recorded(recorder, record.recording_failed),
+                                run_session(session, deadlines),
+                            ):
+                                yield session
+                except BaseException:
+                    if core is not None:
+                        await attempts.clean_up(core, target, record)
+                        if handed_over:
+                            _record_end(record, core.final_frame, core.bytes_in, core.bytes_out)
+                    raise
+                if retry is not None:
+                    target = await attempts.retry(retry, target, record)
+                    continue
+                await attempts.clean_up(core, target, record)
+                _record_end(record, core.final_frame, core.bytes_in, core.bytes_out)
+                return
+
+    def _supervises(self, cleanup: bool | None) -> bool:
+        return self.cleanup if cleanup is None else validate_flag(cleanup, "cleanup")
+
+
+async def _run_execute(run: ExecuteRun, connection: ExecConnection) -> ExecResult:
+    messages = run.stdin_messages()
+    with single_exception():
+        async with anyio.create_task_group() as tasks:
+            if messages:
+                # Concurrently with reading: a command that echoes a large stdin would
+                # otherwise fill every buffer and deadlock.
+                tasks.start_soon(send_quietly, connection, messages)
+            result = await collect_execute(run, connection)
+            tasks.cancel_scope.cancel()
+    return result
+
+
+class _Attempts:
+    """One call's attempts: supervised or not, the retries left, and its cleanup."""
+
+    def __init__(self, service: ExecService, request: ExecRequest, supervise: bool) -> None:
+        self._service = service
+        self._request = request
+        self._supervise = supervise
+        self._retried_elsewhere = False
+        self.supervision: Supervision | None = None
+
+    def command(self, target: ResolvedTarget) -> Sequence[str]:
+        """The next attempt's argv (a fresh supervision when it is supervised)."""
+        supervised = self._supervise and self._service._shells.has_shell(target)
+        self.supervision = Supervision(secrets.token_hex(8)) if supervised else None
+        if self.supervision is None:
+            return self._request.command
+        return self.supervision.supervised_command(self._request.command)
+
+    def next_attempt(self, session: ExecSession, target: ResolvedTarget) -> NextAttempt | None:
+        """The retry ``session``'s end allows (see :func:`next_attempt`)."""
+        retry = next_attempt(
+            session,
+            retried_elsewhere=self._retried_elsewhere,
+            shells=self._service._shells,
+            target=target,
+        )
+        if retry is NextAttempt.UNSUPERVISED and session.start_mark is StartMark.MISSING:
+            # The runtime's refusal that follows is the expected "not found": no reason to move.
+            self._retried_elsewhere = True
+        return retry
+
+    async def retry(
+        self, retry: NextAttempt, target: ResolvedTarget, record: AuditRecord
+    ) -> ResolvedTarget:
+        """The target of the next attempt (the same, or resolved again ranking it last)."""
+        if retry is NextAttempt.UNSUPERVISED:
+            self._supervise = False
+            return target
+        self._retried_elsewhere = True
+        service = self._service
+        fresh = await resolve_target(
+            service.backend, self._request, service.limits, avoid=target.pod
+        )
+        logger.info(
+            "the command could not start in %s/%s; retrying once on pod %s",
+            target.namespace,
+            target.pod,
+            fresh.pod,
+        )
+        record.retargeted(fresh)
+        return fresh
+
+    async def clean_up(
+        self, session: ExecSession, target: ResolvedTarget, record: AuditRecord
+    ) -> None:
+        """End what ``session`` may have left running (when it needs it), and note the outcome
+        for the audit event. Never raises; holds the caller at most the cleanup's timeout."""
+        if session.server_reported_end:
+            return
+        if session.supervision is None:
+            if self._supervise:  # wanted, but the image has no shell
+                record.cleaned_up(CleanupOutcome.UNSUPERVISED)
+            return
+        if not needs_cleanup(session):
+            return
+        service = self._service
+        outcome = await run_cleanup(
+            service.backend, target, session, service.cleanup_settings, service.subprotocols
+        )
+        record.cleaned_up(outcome)
 
 
 def _record_end(

@@ -11,7 +11,7 @@ reader, the time limits, and the release of both when the owner's block is left.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
@@ -62,8 +62,12 @@ class InteractiveSession:
         queue_capacity: int,
         deadlines: SessionDeadlines | None = None,
         recorder: SessionRecorder | None = None,
+        *,
+        initial_frames: Sequence[ServerFrame] = (),
     ) -> None:
         self.target = target
+        # Pulled before the session was handed over (while its start mark was awaited).
+        self._initial_frames = tuple(initial_frames)
         self._connection = connection
         self._session = session
         self._frames_in, self._frames_out = anyio.create_memory_object_stream[ServerFrame](
@@ -168,6 +172,9 @@ class InteractiveSession:
         """The reader task: core events into the bounded stream until the terminal frame."""
         async with self._frames_in:
             with self._reader_scope:
+                for frame in self._initial_frames:
+                    if not await self._deliver(frame):
+                        return
                 await pump_session(self._session, self._connection, self._deliver)
             # A local end cancelled the pump: the core still holds the terminal frame it was
             # given; after a client close it holds nothing.

@@ -37,11 +37,27 @@ MAX_SERVER_MESSAGE_BYTES = 32 * 1024 * 1024
 
 
 class TransportClosed(Exception):
-    """The WebSocket has ended; ``clean`` when the server's Close frame arrived."""
+    """The WebSocket has ended; ``clean`` when the server's Close frame arrived; ``reason``
+    why, when the transport knows better than "closed" (a message over the size limit)."""
 
-    def __init__(self, *, clean: bool) -> None:
+    def __init__(self, *, clean: bool, reason: str | None = None) -> None:
         super().__init__("the exec WebSocket closed" + (" cleanly" if clean else ""))
         self.clean = clean
+        self.reason = reason
+
+
+#: The WebSocket close code for a message over the receiver's limit (RFC 6455 7.4.1).
+CLOSE_MESSAGE_TOO_BIG = 1009
+
+
+def message_too_big(limit: int) -> str:
+    """The reason a transport gives when it closed the connection (1009) because a server
+    message exceeded ``limit`` bytes."""
+    size = f"{limit // (1024 * 1024)} MiB" if limit % (1024 * 1024) == 0 else f"{limit} bytes"
+    return (
+        f"a server message exceeded the {size} message limit: the connection was closed "
+        f"with {CLOSE_MESSAGE_TOO_BIG} (message too big)"
+    )
 
 
 class WebSocketTransport(Protocol):

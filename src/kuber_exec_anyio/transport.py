@@ -13,17 +13,20 @@ from ._connection import ExecConnector as ExecConnector
 from ._connection import WebSocketExecConnection as WebSocketExecConnection
 from ._connection import open_exec_connection as open_exec_connection
 from ._groups import single_exception as single_exception
+from ._transport import CLOSE_MESSAGE_TOO_BIG as CLOSE_MESSAGE_TOO_BIG
 from ._transport import MAX_SERVER_MESSAGE_BYTES as MAX_SERVER_MESSAGE_BYTES
 from ._transport import TransportClosed as TransportClosed
 from ._transport import TransportOpener as TransportOpener
 from ._transport import TransportOptions as TransportOptions
 from ._transport import WebSocketTransport as WebSocketTransport
 from ._transport import describe_error as describe_error
+from ._transport import message_too_big as message_too_big
 
 __all__ = [
     "DEFAULT_CLOSE_TIMEOUT",
     "DEFAULT_PING_INTERVAL",
     "DEFAULT_PONG_TIMEOUT",
+    "CLOSE_MESSAGE_TOO_BIG",
     "MAX_SERVER_MESSAGE_BYTES",
     "ConnectOptions",
     "ExecConnector",
@@ -33,6 +36,7 @@ __all__ = [
     "WebSocketExecConnection",
     "WebSocketTransport",
     "describe_error",
+    "message_too_big",
     "open_exec_connection",
     "single_exception",
 ]

@@ -16,7 +16,14 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.protocol import State
 
-from kuber_exec_anyio.transport import TransportClosed, TransportOptions, describe_error
+from kuber_exec_anyio.transport import (
+    CLOSE_MESSAGE_TOO_BIG,
+    MAX_SERVER_MESSAGE_BYTES,
+    TransportClosed,
+    TransportOptions,
+    describe_error,
+    message_too_big,
+)
 from kuber_exec_core import ExecError, ExecErrorCode
 from kuber_exec_core.channels import Message
 from kuber_exec_core.kube import exec_upgrade_error
@@ -42,8 +49,11 @@ class AsyncioWebSocketTransport:
     """A ``websockets`` client connection as a
     :class:`~kuber_exec_anyio.transport.WebSocketTransport`."""
 
-    def __init__(self, websocket: ClientConnection) -> None:
+    def __init__(
+        self, websocket: ClientConnection, max_message_bytes: int = MAX_SERVER_MESSAGE_BYTES
+    ) -> None:
         self._websocket = websocket
+        self._max_message_bytes = max_message_bytes
 
     @property
     def subprotocol(self) -> str | None:
@@ -72,7 +82,11 @@ class AsyncioWebSocketTransport:
         try:
             message: Message = await self._websocket.recv()
         except ConnectionClosed as closed:
-            raise TransportClosed(clean=closed.rcvd is not None) from None
+            codes = {frame.code for frame in (closed.sent, closed.rcvd) if frame is not None}
+            reason = (
+                message_too_big(self._max_message_bytes) if CLOSE_MESSAGE_TOO_BIG in codes else None
+            )
+            raise TransportClosed(clean=closed.rcvd is not None, reason=reason) from None
         return message
 
     async def ping(self) -> None:
@@ -145,7 +159,7 @@ async def open_asyncio_transport(
         raise ExecError(
             ExecErrorCode.FAILED, f"The exec upgrade failed: {describe_error(error)}"
         ) from None
-    transport = AsyncioWebSocketTransport(websocket)
+    transport = AsyncioWebSocketTransport(websocket, options.max_message_bytes)
     try:
         yield transport
     finally:

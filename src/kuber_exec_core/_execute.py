@@ -20,6 +20,7 @@ from ._errors import ExecError, ExecErrorCode, ExecOutputLimitError, StreamName
 from ._frames import Error, Exit, Stderr, Stdin, Stdout
 from ._session import NEED_DATA, SESSION_ENDED, ExecSession, SessionSignal
 from ._subprotocols import DEFAULT_SUBPROTOCOLS, Subprotocol
+from ._supervision import Supervision
 from ._target import ResolvedTarget
 
 __all__ = ["ExecResult", "ExecuteRun", "OutputBuffer"]
@@ -89,7 +90,8 @@ class ExecuteRun:
     """One non-interactive exec: stdin (sent whole, then closed), capped output, the result.
 
     Drive it like a session: ``stdin_messages()`` once after connecting, then feed received
-    messages until ``next_event()`` returns an :class:`ExecResult` (or raises).
+    messages until ``next_event()`` returns an :class:`ExecResult` (or raises). ``supervision``:
+    the command runs under that supervision's prologue (see :class:`ExecSession`).
     """
 
     def __init__(
@@ -100,9 +102,12 @@ class ExecuteRun:
         stdout_cap: int,
         stderr_cap: int,
         stdin: bytes | None = None,
+        supervision: Supervision | None = None,
     ) -> None:
         self.target = target
-        self.session = ExecSession(subprotocol, tty=False, stdin=stdin is not None)
+        self.session = ExecSession(
+            subprotocol, tty=False, stdin=stdin is not None, supervision=supervision
+        )
         self._stdin = stdin
         self._stdout = OutputBuffer("stdout", stdout_cap)
         self._stderr = OutputBuffer("stderr", stderr_cap)

@@ -128,14 +128,26 @@ class Exit(ServerFrame):
 
 @attrs.frozen
 class Error(ServerFrame):
-    """The session failed; ``code`` and ``message`` as :class:`~kuber_exec_core.ExecError`."""
+    """The session failed; ``code`` and ``message`` as :class:`~kuber_exec_core.ExecError`.
+
+    ``status_reason`` and ``status_code`` are the server's Status ``reason`` and ``code`` when
+    the server reported the failure (``InternalError``, 500 for a command that could not start);
+    ``None`` for a failure decided here. They do not take part in equality.
+    """
 
     code: ExecErrorCode
     message: str
+    status_reason: str | None = attrs.field(default=None, eq=False, kw_only=True)
+    status_code: int | None = attrs.field(default=None, eq=False, kw_only=True)
 
     def to_exception(self) -> ExecError:
         """The :class:`ExecError` this frame stands for."""
-        return ExecError(self.code, self.message)
+        return ExecError(
+            self.code,
+            self.message,
+            status_reason=self.status_reason,
+            status_code=self.status_code,
+        )
 
 
 TerminalFrame = Exit | Error

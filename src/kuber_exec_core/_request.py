@@ -112,6 +112,28 @@ def validate_flag(value: object, name: str) -> bool:
     return value
 
 
+#: The longest cleanup grace period (TERM to KILL) a service accepts, in seconds.
+MAX_CLEANUP_GRACE = 60.0
+
+
+def validate_cleanup_grace(value: object) -> float:
+    """``value`` as the cleanup's grace period: a finite number of seconds in
+    [0, :data:`MAX_CLEANUP_GRACE`] (not a ``bool``).
+
+    Raises:
+        ExecError: ``EXEC_INVALID`` "cleanup_grace must be a number of seconds between 0 and 60".
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= MAX_CLEANUP_GRACE  # also refuses NaN
+    ):
+        raise _invalid(
+            f"cleanup_grace must be a number of seconds between 0 and {MAX_CLEANUP_GRACE:g}"
+        )
+    return float(value)
+
+
 def validate_request(request: ExecRequest, limits: ExecLimits) -> None:
     """Apply the seed's ``validateInput`` to ``request``.
 

@@ -65,11 +65,17 @@ class _Stage(enum.Enum):
 
 
 class TargetResolution:
-    """One resolution. Raises ``ExecError`` from the constructor (validation) or the feeders."""
+    """One resolution. Raises ``ExecError`` from the constructor (validation) or the feeders.
 
-    def __init__(self, request: ExecRequest, limits: ExecLimits) -> None:
+    ``avoid`` names a pod to rank last (see :func:`~kuber_exec_core.kube.rank_pods`).
+    """
+
+    def __init__(
+        self, request: ExecRequest, limits: ExecLimits, *, avoid: str | None = None
+    ) -> None:
         validate_request(request, limits)
         self._request = request
+        self._avoid = avoid
         self._stage = _Stage.NEED_DEPLOYMENT
         self._deployment: Deployment | None = None
         self._container = ""
@@ -101,7 +107,9 @@ class TargetResolution:
         """Feed the answer to :class:`FetchPods`."""
         self._expect(_Stage.NEED_PODS)
         assert self._deployment is not None
-        self._target = choose_pod(self._request, self._deployment, self._container, pods)
+        self._target = choose_pod(
+            self._request, self._deployment, self._container, pods, avoid=self._avoid
+        )
         self._stage = _Stage.DONE
 
     def _expect(self, stage: _Stage) -> None:

@@ -75,8 +75,11 @@ def _is_ready(pod: Pod, container: str) -> bool:
     return False
 
 
-def rank_pods(pods: Iterable[Pod], deployment: Deployment, container: str) -> list[Pod]:
-    """The candidates for ``container`` in ``deployment``, best first.
+def rank_pods(
+    pods: Iterable[Pod], deployment: Deployment, container: str, *, avoid: str | None = None
+) -> list[Pod]:
+    """The candidates for ``container`` in ``deployment``, best first; the pod named ``avoid``
+    (one that just failed to start a command: a stopped container in a rollout) last.
 
     Ties on readiness break by name in code-point order: the seed's ``localeCompare`` orders the
     characters of DNS names (``-``, ``.``, digits, lowercase letters) the same way, and code-point
@@ -89,20 +92,26 @@ def rank_pods(pods: Iterable[Pod], deployment: Deployment, container: str) -> li
         and bool(pod.name and pod.uid)
         and any(c.name == container and c.running for c in pod.containers)
     ]
-    candidates.sort(key=lambda pod: (not _is_ready(pod, container), pod.name))
+    candidates.sort(key=lambda pod: (pod.name == avoid, not _is_ready(pod, container), pod.name))
     return candidates
 
 
 def choose_pod(
-    request: ExecRequest, deployment: Deployment, container: str, pods: Iterable[Pod]
+    request: ExecRequest,
+    deployment: Deployment,
+    container: str,
+    pods: Iterable[Pod],
+    *,
+    avoid: str | None = None,
 ) -> ResolvedTarget:
-    """Check 5 above: the best pod, as a :class:`ResolvedTarget`.
+    """Check 5 above: the best pod, as a :class:`ResolvedTarget` (``avoid``: as
+    :func:`rank_pods`; still chosen when it is the only candidate).
 
     Raises:
         ExecError: ``EXEC_TARGET_NOT_FOUND`` or ``EXEC_TARGET_NOT_READY`` as the seed decides.
     """
     pods = list(pods)
-    ranked = rank_pods(pods, deployment, container)
+    ranked = rank_pods(pods, deployment, container, avoid=avoid)
     if not ranked:
         # The seed's message names its requestedContainer: with a container named, that is it.
         named = request.container is not None

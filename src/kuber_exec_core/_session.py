@@ -43,6 +43,7 @@ from ._state import (
 )
 from ._status import StatusStream
 from ._subprotocols import Subprotocol
+from ._supervision import StartMark, Supervision
 
 __all__ = ["NEED_DATA", "SESSION_ENDED", "ExecSession", "SessionSignal", "chunk_stdin"]
 
@@ -80,6 +81,10 @@ class ExecSession:
         stdin: whether stdin was requested (``Stdin`` frames are refused otherwise).
         max_stdin_frame_bytes: the largest ``Stdin`` payload ``send`` accepts; ``None`` for no
             limit (``execute``'s own stdin, which the caller already holds in memory).
+        supervision: the command was started under this supervision's prologue
+            (:mod:`kuber_exec_core.supervision`): the start mark at the head of stdout is read
+            and removed (:attr:`start_mark`); a ``MISSING`` mark, or output that does not begin
+            with the mark, ends the session with an ``EXEC_FAILED`` error.
     """
 
     def __init__(
@@ -89,8 +94,14 @@ class ExecSession:
         tty: bool = False,
         stdin: bool = False,
         max_stdin_frame_bytes: int | None = None,
+        supervision: Supervision | None = None,
     ) -> None:
         self.subprotocol = subprotocol
+        self.supervision = supervision
+        # The start mark's bytes so far while it is awaited; None once read (or unsupervised).
+        self._mark_head: bytearray | None = None if supervision is None else bytearray()
+        self._start_mark: StartMark | None = None
+        self._server_ended = False
         self.tty = tty
         self.stdin = stdin
         self.max_stdin_frame_bytes = max_stdin_frame_bytes
@@ -146,6 +157,26 @@ class ExecSession:
         return self._bytes_out
 
     @property
+    def start_mark(self) -> StartMark | None:
+        """The supervised prologue's start mark once read; ``None`` before (and unsupervised)."""
+        return self._start_mark
+
+    @property
+    def awaiting_start_mark(self) -> bool:
+        """Whether a supervised session has not yet read its start mark and is still running
+        (a TTY session holds its stdin until then: the terminal would echo it, and a ^C would
+        reach the prologue's shell)."""
+        return self._mark_head is not None and not self.is_finished
+
+    @property
+    def server_reported_end(self) -> bool:
+        """Whether the terminal frame is the server's account of the process's end: an ``Exit``,
+        a Status failure (with its reason), or a pre-v4 failure text. ``False`` for every end
+        decided here (a local end, a lost connection, a protocol error): the process may still be
+        running, and the layer above may clean it up."""
+        return self._server_ended
+
+    @property
     def status_pending(self) -> bool:
         """Whether part of a status arrived and its end has not: a pre-v4 failure text (which
         ends only with the connection) or a v4/v5 Status split over messages. A driver bounds
@@ -189,6 +220,7 @@ class ExecSession:
             if isinstance(frame, (Exit, Error)):
                 self._final = frame
                 self._pending.clear()
+                self._mark_head = None
             return frame
         if self._final_unyielded is not None:
             frame, self._final_unyielded = self._final_unyielded, None
@@ -231,6 +263,8 @@ class ExecSession:
             # The no-op right after the handshake (also on channel 3): not data, not a status.
             return None
         if channel == Channel.STDOUT:
+            if self._mark_head is not None:
+                return self._read_mark(payload)
             self._bytes_out += len(payload)
             return Stdout(payload)
         if channel == Channel.STDERR:
@@ -238,12 +272,45 @@ class ExecSession:
             return Stderr(payload)
         if channel == Channel.ERROR:
             # A byte stream, not a message (docs/protocol.md): the frame comes once it is whole.
-            return self._status.feed(payload)
+            status = self._status.feed(payload)
+            if status is not None:
+                self._server_ended = _reported_by_server(self.subprotocol, status)
+            return status
         return None  # Unknown channels are ignored, as the server ignores ours.
+
+    def _read_mark(self, payload: bytes) -> ServerFrame | None:
+        head = self._mark_head
+        assert head is not None
+        assert self.supervision is not None
+        missing = self.supervision.mark_length - len(head)
+        head += payload[:missing]
+        if len(head) < self.supervision.mark_length:
+            return None
+        self._mark_head = None
+        mark = self.supervision.read_mark(bytes(head))
+        if mark is None:
+            return Error(
+                ExecErrorCode.FAILED,
+                "Kubernetes exec protocol error: the supervised command's output did not begin "
+                f"with its start mark (got {bytes(head)!r})",
+            )
+        self._start_mark = mark
+        if mark is StartMark.MISSING:
+            return Error(
+                ExecErrorCode.FAILED,
+                "the command's executable was not found (the supervising prologue checked "
+                "before starting it)",
+            )
+        rest = payload[missing:]
+        if not rest:
+            return None
+        self._bytes_out += len(rest)
+        return Stdout(rest)
 
     def _end_of_stream(self) -> ServerFrame:
         status = self._status.finish(self._transport_reason)
         if status is not None:
+            self._server_ended = _reported_by_server(self.subprotocol, status)
             return status
         if self.subprotocol.has_structured_status:
             return Error(
@@ -252,6 +319,7 @@ class ExecSession:
             )
         if self._transport_clean:
             # Pre-v4 servers send nothing on success; a clean close is their success signal.
+            self._server_ended = True
             return Exit(0)
         return Error(
             ExecErrorCode.FAILED, stream_end_failure(StreamEnd.LOST, self._transport_reason)
@@ -347,6 +415,15 @@ class ExecSession:
         # Unreachable by construction (see the state module); fail closed rather than carry on.
         self._state = SessionState.ENDED
         raise ExecProtocolError(f"{event.value} is not allowed in state {key[0].value}")
+
+
+def _reported_by_server(subprotocol: Subprotocol, frame: Exit | Error) -> bool:
+    # A v4/v5 Error without a Status reason is a protocol error or a cut status: decided here.
+    return (
+        isinstance(frame, Exit)
+        or not subprotocol.has_structured_status
+        or frame.status_reason is not None
+    )
 
 
 def _client_input(frame: object) -> SessionInput:

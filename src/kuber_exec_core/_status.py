@@ -79,8 +79,12 @@ def parse_status(subprotocol: Subprotocol, payload: bytes) -> Exit | Error:
         code = _exit_code_from_causes(status.get("details"))
         if code is not None:
             return Exit(code, reason, message)
+    code = status.get("code")
     return Error(
-        ExecErrorCode.FAILED, message or reason or STREAM_END_FAILURES[StreamEnd.UNEXPLAINED]
+        ExecErrorCode.FAILED,
+        message or reason or STREAM_END_FAILURES[StreamEnd.UNEXPLAINED],
+        status_reason=reason,
+        status_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
     )
 
 

@@ -7,6 +7,8 @@ such check, a message naming the argument and what it must be). ``TargetResoluti
 :func:`validate_request` and holds its message (the one table the checks and the testing kit read).
 """
 
+from ._request import MAX_CLEANUP_GRACE as MAX_CLEANUP_GRACE
+from ._request import validate_cleanup_grace as validate_cleanup_grace
 from ._request import validate_flag as validate_flag
 from ._request import validate_output_cap as validate_output_cap
 from ._request import validate_queue_capacity as validate_queue_capacity
@@ -17,6 +19,8 @@ from ._subprotocols import validate_subprotocols as validate_subprotocols
 
 __all__ = [
     "InvalidRule",
+    "MAX_CLEANUP_GRACE",
+    "validate_cleanup_grace",
     "validate_flag",
     "validate_output_cap",
     "validate_queue_capacity",

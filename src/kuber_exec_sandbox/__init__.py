@@ -20,6 +20,7 @@ from ._cluster import ReplicaSetObject as ReplicaSetObject
 from ._cluster import demo_cluster as demo_cluster
 from ._cluster import stable_uid as stable_uid
 from ._command import main as main
+from ._faults import STOPPED_CONTAINER as STOPPED_CONTAINER
 from ._faults import Faults as Faults
 from ._faults import Gate as Gate
 from ._leases import LeaseStore as LeaseStore
@@ -54,6 +55,7 @@ __all__ = [
     "LeaseStore",
     "UserInfo",
     # faults on demand (cluster.faults)
+    "STOPPED_CONTAINER",
     "Faults",
     "Gate",
 ]

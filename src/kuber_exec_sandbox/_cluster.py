@@ -105,7 +105,9 @@ class PodSpec:
 
     ``ready`` sets every container's readiness; ``running`` whether the containers run (a pod
     with stopped containers keeps its ``phase``); ``terminating`` sets a ``deletionTimestamp``.
-    ``name`` overrides the generated ``<replicaset>-<suffix>`` name.
+    ``name`` overrides the generated ``<replicaset>-<suffix>`` name. ``shell=False`` is an
+    image without a shell (distroless): an exec of ``/bin/sh`` or ``sh`` there fails as the
+    runtime's exec(2) would.
     """
 
     name: str | None = None
@@ -116,6 +118,7 @@ class PodSpec:
     scheduled: bool = True
     env: Mapping[str, str] = attrs.field(factory=dict)
     labels: Mapping[str, str] = attrs.field(factory=dict)
+    shell: bool = True
 
 
 @attrs.define(kw_only=True)
@@ -133,6 +136,8 @@ class PodObject:
     node_name: str | None = SANDBOX_NODE
     env: dict[str, str] = attrs.field(factory=dict)
     creation_timestamp: str = attrs.field(factory=_now)
+    #: Whether the image has a shell (``PodSpec.shell``).
+    shell: bool = True
 
     @property
     def ready(self) -> bool:
@@ -476,6 +481,7 @@ class Cluster:
             deletion_timestamp=_now() if spec.terminating else None,
             node_name=SANDBOX_NODE if spec.scheduled else None,
             env=dict(spec.env),
+            shell=spec.shell,
         )
         self.namespace(namespace).pods[name] = pod
         self.touch()

@@ -6,8 +6,12 @@ backpressure reaches the process through its pipe), then the Status (pre-v4: tex
 nothing on success), then Close 1000 and the connection is dropped. The core's
 ``ServerChannel`` does all the encoding and decoding; this module only moves bytes and waits.
 
-Every way out (the command ends, the client closes or vanishes, a protocol error, the server
-stops) goes through ``ChildProcess.kill_and_reap``: no child outlives its session.
+A client that goes away (it closes the connection, or the connection breaks or is dropped by a
+fault) does not stop the command, as on a real cluster (the exec protocol has no signal channel:
+kubernetes-client/javascript#2532): the process is handed to ``abandon``, which lets it run to
+its own end with its output read and dropped, and its stdin left open. Every other way out (the
+command ends, a protocol error, the server stops) goes through ``ChildProcess.kill_and_reap``, and
+an abandoned process is killed when the server stops: no child outlives the server.
 
 The faults armed on the cluster (``plan.faults``, :mod:`._faults`) act here: a drop ends the
 session after so many output bytes without a Close frame or a status; a held stdin gate stops
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import trio
 
@@ -33,6 +37,7 @@ from kuber_exec_core.server import (
     status_failure,
     status_success,
 )
+from kuber_exec_core.supervision import CLEANUP_MARKER, SHELL
 
 from ._exec_request import ExecPlan
 from ._process import ChildProcess, ProcessRegistry, spawn
@@ -58,13 +63,23 @@ def exec_environment(plan: ExecPlan) -> dict[str, str]:
     return env
 
 
+#: Takes over a process whose client went away (it runs :meth:`ChildProcess.run_abandoned`).
+Abandon = Callable[[ChildProcess], None]
+
+
 async def run_exec_session(
-    websocket: WebSocket, plan: ExecPlan, *, registry: ProcessRegistry, cwd: str
+    websocket: WebSocket,
+    plan: ExecPlan,
+    *,
+    registry: ProcessRegistry,
+    cwd: str,
+    abandon: Abandon | None = None,
 ) -> None:
     """Run ``plan`` over ``websocket`` to the end, then close the connection. Never raises
-    for anything the client does; cancellation (the server stopping) kills the process."""
+    for anything the client does; cancellation (the server stopping) kills the process. When
+    the client goes away first, the process goes to ``abandon`` (``None``: it is killed)."""
     _log.debug("exec %s", describe(plan))
-    session = _Session(websocket, plan, registry=registry, cwd=cwd)
+    session = _Session(websocket, plan, registry=registry, cwd=cwd, abandon=abandon)
     try:
         await session.run()
     finally:
@@ -76,9 +91,18 @@ async def run_exec_session(
 
 class _Session:
     def __init__(
-        self, websocket: WebSocket, plan: ExecPlan, *, registry: ProcessRegistry, cwd: str
+        self,
+        websocket: WebSocket,
+        plan: ExecPlan,
+        *,
+        registry: ProcessRegistry,
+        cwd: str,
+        abandon: Abandon | None,
     ) -> None:
         self._ws = websocket
+        self._abandon = abandon
+        # Set when the client went away while the process ran (it is then abandoned, not killed).
+        self._client_left = False
         self._plan = plan
         self._channel = ServerChannel(plan.subprotocol)
         self._registry = registry
@@ -95,6 +119,9 @@ class _Session:
     async def run(self) -> None:
         pod = self._plan.pod
         self._drop_after = self._faults.take_drop(pod.namespace, pod.name)
+        if self._drop_after is not None:
+            # A test counts its command's bytes: kuber-exec's start mark comes on top.
+            self._drop_after += supervision_mark_length(self._plan.command)
         try:
             child = await self._start()
             if isinstance(child, bytes):
@@ -105,9 +132,15 @@ class _Session:
             try:
                 await self._send_initial_message()
                 await self._run_child(child)
+            except* (ClientGone, _Dropped):
+                self._client_left = True
+                raise
             finally:
-                await child.kill_and_reap()
-                self._faults.process_ended(pod.namespace, pod.name, child.pid)
+                if self._client_left and self._abandon is not None and not child.exited:
+                    self._abandon(child)  # it runs on, as a real runtime's process does
+                else:
+                    await child.kill_and_reap()
+                    self._faults.process_ended(pod.namespace, pod.name, child.pid)
         except* ClientGone:
             # Bare, or from inside the session's nursery (then wrapped in an exception group).
             _log.debug("exec client went away")
@@ -135,6 +168,16 @@ class _Session:
             return self._plan.failure
         if not self._plan.command:
             return status_failure("error executing command in container: no command specified")
+        pod = self._plan.pod
+        start_failure = self._faults.take_start_failure(pod.namespace, pod.name)
+        if start_failure is not None:
+            return status_failure(start_failure)
+        executable = self._plan.command[0]
+        if not pod.shell and executable.rsplit("/", 1)[-1] == "sh":
+            return status_failure(
+                "error executing command in container: failed to exec in container: "
+                f'exec: "{executable}": executable file not found in $PATH'
+            )
         try:
             child = await spawn(
                 self._plan.command,
@@ -189,6 +232,7 @@ class _Session:
                 await self._apply(child, event)
         except ClientGone:
             self.close_code = _CLOSE_NORMAL
+            self._client_left = True
         except FrameTooLarge as error:
             self.close_code, self.close_reason = _CLOSE_TOO_BIG, str(error)
         except ExecProtocolError as error:
@@ -213,6 +257,17 @@ class _Session:
                 child.resize(width, height)
             case _:
                 pass  # Dropped, as a real server drops messages for channels it did not open.
+
+
+def supervision_mark_length(command: Sequence[str]) -> int:
+    """The length of the start mark kuber-exec's supervised prologue prints before ``command``'s
+    own output (docs/cleanup.md), or 0 for a command that is not started that way."""
+    match list(command):
+        case [shell, "-c", _script, tag, *_] if (
+            shell == SHELL and tag.startswith(CLEANUP_MARKER) and tag != "kuber-exec-cleanup"
+        ):
+            return len(tag) - len(CLEANUP_MARKER) + 2
+    return 0
 
 
 def describe(plan: ExecPlan) -> Mapping[str, object]:

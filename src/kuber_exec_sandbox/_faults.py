@@ -34,7 +34,14 @@ import trio
 
 from kuber_exec_core import ExecError, ExecErrorCode
 
-__all__ = ["Faults", "Gate"]
+__all__ = ["STOPPED_CONTAINER", "Faults", "Gate"]
+
+#: What containerd answers for an exec into a container that a rolling update has just stopped
+#: (kubelet's ``Internal error occurred:`` prefix is added by the Status).
+STOPPED_CONTAINER = (
+    "error executing command in container: failed to exec in container: failed to start exec: "
+    "OCI runtime exec failed: exec failed: cannot exec in a stopped container: unknown"
+)
 
 _REASONS = {
     400: "BadRequest",
@@ -151,6 +158,7 @@ class Faults:
         self._lock = threading.Lock()
         self._refusals: list[_Armed] = []
         self._drops: list[_Armed] = []
+        self._start_failures: list[_Armed] = []
         self._gone_watches: int | None = 0
         self._processes: dict[tuple[str, str], set[int]] = {}
         self._started: list[tuple[trio.lowlevel.TrioToken, trio.Event]] = []
@@ -162,6 +170,8 @@ class Faults:
         self.refused_execs = 0
         #: Exec sessions dropped by :meth:`drop_exec_after` so far.
         self.dropped_execs = 0
+        #: Exec sessions whose start failed by :meth:`fail_exec_start` so far.
+        self.failed_starts = 0
         #: Watch requests answered ``410 Gone`` by :meth:`answer_watches_gone` so far.
         self.refused_watches = 0
 
@@ -220,6 +230,26 @@ class Faults:
         armed = _Armed(namespace, pod, _check_times(times), nbytes=nbytes)
         with self._lock:
             self._drops.append(armed)
+
+    def fail_exec_start(
+        self,
+        message: str = STOPPED_CONTAINER,
+        *,
+        namespace: str | None = None,
+        pod: str | None = None,
+        times: int | None = 1,
+    ) -> None:
+        """Let the next exec upgrades succeed, then fail to start their command: nothing runs,
+        and the session's Status is the runtime's ``InternalError`` (500) with ``message``
+        (default :data:`STOPPED_CONTAINER`, what containerd says for a container stopped by a
+        rolling update while the pod still looks ready).
+
+        Raises:
+            ExecError: ``EXEC_INVALID`` when ``times`` is not positive.
+        """
+        armed = _Armed(namespace, pod, _check_times(times), message=message)
+        with self._lock:
+            self._start_failures.append(armed)
 
     def answer_watches_gone(self, times: int | None = 1) -> None:
         """Answer the next ``times`` watch requests (``?watch=1``) ``410 Gone`` (reason
@@ -296,6 +326,7 @@ class Faults:
         with self._lock:
             self._refusals.clear()
             self._drops.clear()
+            self._start_failures.clear()
             self._gone_watches = 0
         self.release()
 
@@ -323,6 +354,15 @@ class Faults:
         if message is None:
             message = _default_message(fault.status, namespace, pod)
         return fault.status, status_reason(fault.status), message
+
+    def take_start_failure(self, namespace: str, pod: str) -> str | None:
+        """For the server: the runtime's message when this session's command is not to start."""
+        fault = self._take(self._start_failures, namespace, pod)
+        if fault is None:
+            return None
+        with self._lock:
+            self.failed_starts += 1
+        return fault.message
 
     def take_drop(self, namespace: str, pod: str) -> int | None:
         """For the server: after how many output bytes this session is dropped, if it is."""

@@ -153,7 +153,13 @@ class ChildProcess:
         self._outputs = outputs
         self._terminal = terminal
         self._stdin_open = stdin is not None
+        self._exited = False
         registry.add(process.pid)
+
+    @property
+    def exited(self) -> bool:
+        """Whether :meth:`run` saw the process exit."""
+        return self._exited
 
     @property
     def pid(self) -> int:
@@ -199,9 +205,24 @@ class ChildProcess:
             for stream, channel in self._outputs:
                 nursery.start_soon(self._pump, stream, channel, send_output)
             code = await self._process.wait()
+            self._exited = True
             self._registry.discard(self._process.pid)
             self._kill_group()
         return 128 - code if code < 0 else code
+
+    async def run_abandoned(self, ended: Callable[[], None] = lambda: None) -> None:
+        """Let the process run to its own end after its client went away: its output is read
+        and dropped (so it never blocks on a full pipe), its stdin stays open. Then (or when
+        cancelled: the server stops) kill its group and reap it, and call ``ended``."""
+
+        async def drop(_channel: Channel, _data: bytes) -> None:
+            pass
+
+        try:
+            await self.run(drop)
+        finally:
+            await self.kill_and_reap()
+            ended()
 
     async def _pump(
         self, stream: trio.abc.ReceiveStream, channel: Channel | None, send_output: SendOutput

@@ -26,7 +26,7 @@ from ._exec import run_exec_session
 from ._exec_request import ExecPlan
 from ._http import ConnectionHandler
 from ._leases import LeaseStore
-from ._process import ProcessRegistry
+from ._process import ChildProcess, ProcessRegistry
 from ._watch import DEFAULT_BOOKMARK_INTERVAL, WatchHub
 from ._websocket import WebSocket
 
@@ -181,8 +181,23 @@ async def serve_sandbox(
         pods_dir = Path(workdir) / "pods"
         pods_dir.mkdir()
 
+        abandoned: list[trio.Nursery] = []
+
+        def abandon(child: ChildProcess, plan: ExecPlan) -> None:
+            pod = plan.pod
+            abandoned[0].start_soon(
+                child.run_abandoned,
+                lambda: plan.faults.process_ended(pod.namespace, pod.name, child.pid),
+            )
+
         async def run_exec(websocket: WebSocket, plan: ExecPlan) -> None:
-            await run_exec_session(websocket, plan, registry=registry, cwd=str(pods_dir))
+            await run_exec_session(
+                websocket,
+                plan,
+                registry=registry,
+                cwd=str(pods_dir),
+                abandon=lambda child: abandon(child, plan),
+            )
 
         handler = ConnectionHandler(
             cluster=cluster,
@@ -210,6 +225,8 @@ async def serve_sandbox(
         )
         with registry:  # its watchdog outlives every child, and stops after them
             async with trio.open_nursery() as nursery:
+                # Processes whose clients went away run here until they end or the server stops.
+                abandoned.append(nursery)
                 nursery.start_soon(trio.serve_listeners, handler, listeners)
                 try:
                     yield sandbox

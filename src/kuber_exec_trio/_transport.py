@@ -17,9 +17,12 @@ import trio
 import trio_websocket
 
 from kuber_exec_anyio.transport import (
+    CLOSE_MESSAGE_TOO_BIG,
+    MAX_SERVER_MESSAGE_BYTES,
     TransportClosed,
     TransportOptions,
     describe_error,
+    message_too_big,
     single_exception,
 )
 from kuber_exec_core import ExecError, ExecErrorCode
@@ -40,9 +43,15 @@ _Stream = trio.SocketStream | trio.SSLStream[trio.SocketStream]
 class TrioWebSocketTransport:
     """A trio-websocket connection as a :class:`~kuber_exec_anyio.transport.WebSocketTransport`."""
 
-    def __init__(self, websocket: trio_websocket.WebSocketConnection, stream: _Stream) -> None:
+    def __init__(
+        self,
+        websocket: trio_websocket.WebSocketConnection,
+        stream: _Stream,
+        max_message_bytes: int = MAX_SERVER_MESSAGE_BYTES,
+    ) -> None:
         self._websocket = websocket
         self._stream = stream
+        self._max_message_bytes = max_message_bytes
 
     @property
     def subprotocol(self) -> str | None:
@@ -59,7 +68,10 @@ class TrioWebSocketTransport:
             message: Message = await self._websocket.get_message()
         except trio_websocket.ConnectionClosed as closed:
             code = closed.reason.code if closed.reason is not None else _ABNORMAL_CLOSURE
-            raise TransportClosed(clean=code != _ABNORMAL_CLOSURE) from None
+            reason = (
+                message_too_big(self._max_message_bytes) if code == CLOSE_MESSAGE_TOO_BIG else None
+            )
+            raise TransportClosed(clean=code != _ABNORMAL_CLOSURE, reason=reason) from None
         return message
 
     async def ping(self) -> None:
@@ -120,7 +132,7 @@ async def open_trio_transport(options: TransportOptions) -> AsyncIterator[TrioWe
                 upgrade.upgraded = True
                 opened = True
                 try:
-                    yield TrioWebSocketTransport(websocket, stream)
+                    yield TrioWebSocketTransport(websocket, stream, options.max_message_bytes)
                 finally:
                     # trio-websocket's reader task lives in this nursery; the shared code has
                     # already closed (or given up on closing) the WebSocket.

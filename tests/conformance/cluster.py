@@ -10,6 +10,10 @@ WORKSPACE_UID = "demo-uid"
 def conformance_cluster() -> Cluster:
     """The demo cluster plus the targeting scenarios of the seed's ``resolveTarget``."""
     cluster = demo_cluster()
+    # An image without a shell (distroless): the cleanup's prologue cannot run there.
+    cluster.add_deployment(
+        "demo", "distroless", workspace_uid=WORKSPACE_UID, pods=[PodSpec(shell=False)]
+    )
     # Ranking: ready first, then by name; foreign pods with matching labels sort first by name
     # and are ready, so choosing one would show.
     ranked = cluster.add_deployment(

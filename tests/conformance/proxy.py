@@ -16,12 +16,15 @@ from anyio.streams.tls import TLSListener
 
 class FreezingProxy:
     """Forwards bytes both ways until ``freeze()``; then forwards nothing, closes nothing.
+    ``cut()`` instead breaks every open connection at once (both sides closed, no WebSocket
+    Close): a network cut between the client and the API server.
 
     With ``tls`` (a server-side context) it accepts TLS and forwards the plain bytes.
     """
 
     def __init__(self, url: str, tls: ssl.SSLContext | None = None) -> None:
         self.frozen = anyio.Event()
+        self._connections: set[anyio.CancelScope] = set()
         self._tls = tls
         self.url = ""
         parts = urlsplit(url)
@@ -30,6 +33,10 @@ class FreezingProxy:
 
     def freeze(self) -> None:
         self.frozen.set()
+
+    def cut(self) -> None:
+        for scope in list(self._connections):
+            scope.cancel()
 
     async def _pump(self, source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream) -> None:
         try:
@@ -52,10 +59,13 @@ class FreezingProxy:
             await anyio.aclose_forcefully(client)
             raise
         try:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._pump, client, upstream)
-                tasks.start_soon(self._pump, upstream, client)
+            with anyio.CancelScope() as scope:
+                self._connections.add(scope)
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self._pump, client, upstream)
+                    tasks.start_soon(self._pump, upstream, client)
         finally:
+            self._connections.discard(scope)
             await anyio.aclose_forcefully(client)
             await anyio.aclose_forcefully(upstream)
 

@@ -196,7 +196,9 @@ async def test_dead_peer_is_detected_by_keepalive(adapter: Any, sandbox: Any) ->
         config = adapter.ClusterConfig(proxy.url)
         options = {"ping_interval": 0.1, "pong_timeout": 0.5}
         async with adapter.KubernetesBackend(config, **options) as backend:
-            service = adapter.ExecService(backend)
+            # No cleanup: its exec would go through the frozen proxy too (and wait out its
+            # bound); this test is about detecting the dead peer.
+            service = adapter.ExecService(backend, cleanup=False)
             command = run("sh", "-c", "echo started; sleep 60")
             async with service.open_interactive(command, tty=False) as session:
                 frames = []
@@ -207,6 +209,8 @@ async def test_dead_peer_is_detected_by_keepalive(adapter: Any, sandbox: Any) ->
                             proxy.freeze()
     assert isinstance(frames[-1], Error)
     assert "no pong from the server within 0.5 s" in frames[-1].message
+    # As on a real cluster, the frozen connection leaves the command running: end it here.
+    assert sandbox.cluster.faults.kill_processes("demo", session.target.pod) == 1
     await eventually(lambda: sandbox.live_processes == 0, "the remote process was not reaped")
 
 

@@ -119,6 +119,7 @@ class Transports:
     def __init__(self, adapter: ModuleType) -> None:
         self._inner = adapter.KubernetesBackend.default_transport
         self.opens = 0
+        self.urls: list[str] = []
         self.refuse_with_404 = False
         self.refusal: ExecError | None = None
         self.refusals: int | None = None
@@ -132,6 +133,7 @@ class Transports:
     @asynccontextmanager
     async def _open(self, options: TransportOptions) -> AsyncIterator[WebSocketTransport]:
         self.opens += 1
+        self.urls.append(options.url)
         if self.refusal is not None and self.refusals != 0:
             if self.refusals is not None:
                 self.refusals -= 1
@@ -141,6 +143,7 @@ class Transports:
             raise exec_upgrade_error(404, body, options.subprotocols)
         async with self._inner(options) as transport:
             if self.drop_after_open:
+                self.drop_after_open = False  # once: the cleanup's exec gets through
                 transport.abort()  # The upgrade succeeded: the command may have started.
             yield transport
 
@@ -523,7 +526,9 @@ async def test_no_retry_once_the_connection_opened(adapter: ModuleType, sandbox:
             # status into the WebSocket library's buffer before the abort.
             await service.execute(run("web", "sleep", "30"))
         assert caught.value.code is ExecErrorCode.FAILED
-        assert transports.opens == 1
+        # The command's exec, then the cleanup's (which ends the sleep): no retry.
+        assert transports.opens == 2
+        assert "kuber-exec-cleanup" in transports.urls[1]
 
 
 async def test_no_retry_without_the_cache(adapter: ModuleType, sandbox: Sandbox) -> None:

@@ -491,7 +491,8 @@ async def test_cancel_closes_promptly_and_leaves_the_remote_process(
     log = cri_runtime.layout.containerd_log
     fds_before = open_fds()
     with anyio.CancelScope() as scope:
-        async with service.open_interactive(request(*argv), tty=tty) as session:
+        # cleanup=False: what the runtime itself does with a client that leaves.
+        async with service.open_interactive(request(*argv), tty=tty, cleanup=False) as session:
             await eventually(lambda: len(processes_with_argv(argv)) == 1, "the remote sleep")
             (pid,) = processes_with_argv(argv)
             stdin = os.readlink(f"/proc/{pid}/fd/0")
@@ -514,3 +515,31 @@ async def test_cancel_closes_promptly_and_leaves_the_remote_process(
         await eventually(lambda: not pipe_writers(stdin), "the remote stdin to be closed")
     # ...but does not signal or kill the process: it keeps running after the client is gone.
     assert processes_with_argv(argv) == [pid]
+
+
+@pytest.mark.parametrize("tty", [False, True], ids=["pipes", "tty"])
+async def test_the_cleanup_ends_what_a_cancelled_session_left_in_the_container(
+    service: Any, remote_sleeps: Callable[[], list[str]], tty: bool
+) -> None:
+    # As the test above, with kuber-exec's cleanup on (the default): the process tree is gone
+    # when the cancelled block has been left (docs/cleanup.md).
+    argv = remote_sleeps()
+    script = f"{' '.join(argv)} & {' '.join(argv)}"
+    with anyio.CancelScope() as scope:
+        async with service.open_interactive(request("sh", "-c", script), tty=tty):
+            await eventually(lambda: len(processes_with_argv(argv)) == 2, "the remote sleeps")
+            scope.cancel()
+            cancelled_at = anyio.current_time()
+    assert scope.cancelled_caught
+    assert anyio.current_time() - cancelled_at < 5.0
+    assert processes_with_argv(argv) == []
+
+
+async def test_the_cleanup_ends_a_timed_out_execute_in_the_container(
+    service: Any, remote_sleeps: Callable[[], list[str]]
+) -> None:
+    argv = remote_sleeps()
+    with anyio.move_on_after(1.0) as scope:
+        await service.execute(request(*argv))
+    assert scope.cancelled_caught
+    assert processes_with_argv(argv) == []
