@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 with_, without = on.rate, off.rate
                 unit = "bytes_per_second"
-            assert with_ is not None and without is not None
+            assert with_ is not None
+            assert without is not None
             row = {"server": server, "row": kind, unit: {"with": with_, "without": without}}
             print(json.dumps(row))
             ratios[f"{server}/{kind}"] = round(with_ / without, 3)

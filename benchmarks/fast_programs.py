@@ -163,8 +163,8 @@ def start_program(argv: Sequence[str], io: ProgramIO) -> Program:
                 io.write(frame(bytes((STDOUT,)) + b"none\n"))
             io.finish(_SUCCESS)
             return Program()
-        case [shell, "-c", _script, tag, *command] if (
-            shell == SHELL and tag.startswith(CLEANUP_MARKER)
+        case [shell, "-c", _script, tag, *command] if shell == SHELL and tag.startswith(
+            CLEANUP_MARKER
         ):
             found = bool(command) and command[0] in _KNOWN
             mark = b"K" + tag.removeprefix(CLEANUP_MARKER).encode() + (b"." if found else b"!")

@@ -114,7 +114,14 @@ class MemoryBackend:
             returning them (to script by command).
         subprotocols: what the fake server supports (v5 and v4 by default).
         clean_close: whether the connection ends with a Close frame after the script.
+
+    Its server runs no commands (it plays scripts), so ``ExecService`` does not supervise the
+    execs it sends here (:attr:`runs_commands`; docs/cleanup.md): a script sees the user's argv.
     """
+
+    #: Read by ``ExecService``: no shell runs behind this backend, so no supervised start and no
+    #: cleanup exec.
+    runs_commands = False
 
     def __init__(
         self,

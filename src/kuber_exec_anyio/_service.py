@@ -213,9 +213,9 @@ class ExecService:
                 except ExecError as error:
                     if run is None:
                         raise
-                    retry = attempts.next_attempt(run.session, target)
+                    retry = await attempts.plan_retry(run.session, target, record)
                     if retry is not None:
-                        target = await attempts.retry(retry, target, record)
+                        target = retry
                         continue
                     await attempts.clean_up(run.session, target, record)
                     # An output cap or a failed status: the audit event counts what did move.
@@ -305,10 +305,16 @@ class ExecService:
                             max_stdin_frame_bytes=self.limits.max_stdin_frame_bytes,
                             supervision=attempts.supervision,
                         )
-                        # Before the caller may type: a terminal would echo early input ahead
-                        # of the mark, and a retry must know that nothing has started.
-                        initial = await await_start(core, connection)
-                        retry = attempts.next_attempt(core, target) if core.is_finished else None
+                        # A terminal is handed over once the mark is read: it would echo input
+                        # typed earlier ahead of the mark (and a ^C would reach the prologue),
+                        # and a session that could not start is retried unseen. Without a
+                        # terminal, early stdin waits in the pipe: nothing to wait for.
+                        initial = await await_start(core, connection) if tty else []
+                        retry = (
+                            await attempts.plan_retry(core, target, record)
+                            if core.is_finished
+                            else None
+                        )
                         if retry is None:
                             deadlines = (
                                 SessionDeadlines(limits, opened_at=anyio.current_time())
@@ -337,14 +343,17 @@ class ExecService:
                             _record_end(record, core.final_frame, core.bytes_in, core.bytes_out)
                     raise
                 if retry is not None:
-                    target = await attempts.retry(retry, target, record)
+                    target = retry
                     continue
                 await attempts.clean_up(core, target, record)
                 _record_end(record, core.final_frame, core.bytes_in, core.bytes_out)
                 return
 
     def _supervises(self, cleanup: bool | None) -> bool:
-        return self.cleanup if cleanup is None else validate_flag(cleanup, "cleanup")
+        wanted = self.cleanup if cleanup is None else validate_flag(cleanup, "cleanup")
+        # A backend whose server runs no commands (the testing kit's MemoryBackend) has no
+        # shell for the prologue nor processes to clean up.
+        return wanted and getattr(self.backend, "runs_commands", True)
 
 
 async def _run_execute(run: ExecuteRun, connection: ExecConnection) -> ExecResult:
@@ -391,18 +400,29 @@ class _Attempts:
             self._retried_elsewhere = True
         return retry
 
-    async def retry(
-        self, retry: NextAttempt, target: ResolvedTarget, record: AuditRecord
-    ) -> ResolvedTarget:
-        """The target of the next attempt (the same, or resolved again ranking it last)."""
+    async def plan_retry(
+        self, session: ExecSession, target: ResolvedTarget, record: AuditRecord
+    ) -> ResolvedTarget | None:
+        """The target of the attempt ``session``'s end allows (the same pod, or another one
+        resolved again ranking this one last), or ``None``: report the end. A start failure is
+        retried only on another pod (the same stopped container would refuse again), and not
+        when resolving again fails."""
+        retry = self.next_attempt(session, target)
+        if retry is None:
+            return None
         if retry is NextAttempt.UNSUPERVISED:
             self._supervise = False
             return target
         self._retried_elsewhere = True
         service = self._service
-        fresh = await resolve_target(
-            service.backend, self._request, service.limits, avoid=target.pod
-        )
+        try:
+            fresh = await resolve_target(
+                service.backend, self._request, service.limits, avoid=target.pod
+            )
+        except ExecError:
+            return None
+        if fresh.pod == target.pod:
+            return None
         logger.info(
             "the command could not start in %s/%s; retrying once on pod %s",
             target.namespace,

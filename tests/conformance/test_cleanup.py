@@ -301,10 +301,10 @@ async def test_an_interactive_session_is_retried_before_it_is_handed_over(
 ) -> None:
     first = (await audited_service.resolve_target(request("true"))).pod
     sandbox.cluster.faults.fail_exec_start(namespace="demo", pod=first)
-    async with audited_service.open_interactive(request("echo", "hi"), tty=False) as session:
+    async with audited_service.open_interactive(request("echo", "hi"), tty=True) as session:
         frames = [frame async for frame in session]
     assert session.target.pod != first
-    assert frames[0] == Stdout(b"hi\n")
+    assert frames[0] == Stdout(b"hi\r\n")
     assert frames[-1].exit_code == 0
 
 
