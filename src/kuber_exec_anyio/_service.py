@@ -382,7 +382,12 @@ class _Attempts:
     def command(self, target: ResolvedTarget) -> Sequence[str]:
         """The next attempt's argv (a fresh supervision when it is supervised)."""
         supervised = self._supervise and self._service._shells.has_shell(target)
-        self.supervision = Supervision(secrets.token_hex(8)) if supervised else None
+        command = self._request.command
+        self.supervision = (
+            Supervision(secrets.token_hex(8), executable=str(command[0]) if command else "")
+            if supervised
+            else None
+        )
         if self.supervision is None:
             return self._request.command
         return self.supervision.supervised_command(self._request.command)

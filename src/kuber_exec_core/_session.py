@@ -296,11 +296,7 @@ class ExecSession:
             )
         self._start_mark = mark
         if mark is StartMark.MISSING:
-            return Error(
-                ExecErrorCode.FAILED,
-                "the command's executable was not found (the supervising prologue checked "
-                "before starting it)",
-            )
+            return Error(ExecErrorCode.FAILED, self.supervision.missing_message)
         rest = payload[missing:]
         if not rest:
             return None

@@ -152,6 +152,8 @@ class Supervision:
     """
 
     session_id: str = attrs.field()
+    #: The user's ``ARGV[0]``, named in the error when the prologue finds it missing.
+    executable: str = ""
 
     @session_id.validator
     def _check_id(self, _attribute: attrs.Attribute[str], value: str) -> None:
@@ -159,7 +161,17 @@ class Supervision:
             raise ValueError("a supervision id is 16 lowercase hex digits")
 
     def __repr__(self) -> str:
-        return f"Supervision({self.session_id!r})"
+        return f"Supervision({self.session_id!r}, executable={self.executable!r})"
+
+    @property
+    def missing_message(self) -> str:
+        """The error for an ``ARGV[0]`` the prologue did not find: the runtime's own wording
+        (runc and containerd say it so), for a session that was handed over before the mark
+        arrived and so cannot be re-run unsupervised."""
+        return (
+            "error executing command in container: failed to exec in container: "
+            f'exec: "{self.executable}": executable file not found in $PATH'
+        )
 
     @property
     def mark_length(self) -> int:

@@ -255,7 +255,9 @@ async def test_stdout_and_stderr_are_separate(service: Any, backend: RuntimeBack
     assert (result.exit_code, result.stdout, result.stderr) == (0, b"outmore", b"err")
     assert result.target == RUNTIME_TARGET
     (call,) = backend.calls
-    assert call.command == ("sh", "-c", "printf out; printf err >&2; printf more")
+    # The user's argv, after kuber-exec's supervising prologue (docs/cleanup.md).
+    assert call.command[0] == "/bin/sh"
+    assert call.command[4:] == ("sh", "-c", "printf out; printf err >&2; printf more")
     assert call.streams == ExecStreams(stdin=False, stdout=True, stderr=True, tty=False)
     assert call.offered == (Subprotocol.V5, Subprotocol.V4)  # the runtime picks v4
 
