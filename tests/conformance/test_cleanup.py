@@ -341,11 +341,11 @@ async def test_a_message_over_the_limit_names_the_cause_and_the_limit(
     )
     async with backend:
         service = adapter.ExecService(backend, cleanup_grace=GRACE)
+        # One message over the limit, then quiet: a second one, arriving while the first
+        # close is under way, makes trio-websocket's reader raise LocalProtocolError into its
+        # nursery (a trio-websocket bug, noted in docs/cleanup.md's limits).
+        script = f"head -c 20000 /dev/zero; exec sleep {mark}"
         with pytest.raises(ExecError) as raised:
-            # One message over the limit, then quiet: a second one, arriving while the first
-            # close is under way, makes trio-websocket's reader raise LocalProtocolError into
-            # its nursery (a trio-websocket bug, noted in docs/cleanup.md's limits).
-            script = f"head -c 20000 /dev/zero; exec sleep {mark}"
             await service.execute(request("sh", "-c", script))
     message = raised.value.message
     assert "a server message exceeded the 16384 bytes message limit" in message, message
