@@ -442,13 +442,11 @@ class _Attempts:
     ) -> None:
         """End what ``session`` may have left running (when it needs it), and note the outcome
         for the audit event. Never raises; holds the caller at most the cleanup's timeout."""
-        if session.server_reported_end:
-            return
         if session.supervision is None:
-            if self._supervise:  # wanted, but the image has no shell
-                record.cleaned_up(CleanupOutcome.UNSUPERVISED)
+            if self._supervise and not session.server_reported_end:
+                record.cleaned_up(CleanupOutcome.UNSUPERVISED)  # wanted; the image has no shell
             return
-        if not needs_cleanup(session):
+        if not needs_cleanup(session):  # the server reported the process's end
             return
         service = self._service
         outcome = await run_cleanup(
