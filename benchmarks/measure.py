@@ -77,6 +77,9 @@ SUCCESS_STATUS = b'{"metadata":{},"status":"Success"}'
 #: Whether kuber-exec's rows supervise their command (docs/cleanup.md): the default, and what
 #: benchmarks/cleanup.py turns off (``KUBER_BENCH_CLEANUP=0``) to measure the prologue's cost.
 CLEANUP = os.environ.get("KUBER_BENCH_CLEANUP", "1") != "0"
+#: Passed to ExecService only when it is off: bench-compare also runs older trees, whose
+#: ExecService has no such option.
+CLEANUP_OPTION: dict[str, bool] = {} if CLEANUP else {"cleanup": False}
 
 
 def head_command(size: int) -> list[str]:
@@ -156,7 +159,7 @@ async def kuber_execute(runtime: str, url: str, command: list[str], size: int) -
     adapter = _adapter(runtime)
     limits = adapter.ExecLimits(max_output_cap_bytes=size, default_output_cap_bytes=size)
     async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
-        service = adapter.ExecService(backend, limits, cleanup=CLEANUP)
+        service = adapter.ExecService(backend, limits, **CLEANUP_OPTION)
         # A long-lived service's one-time costs (HTTP pool, TLS defaults, worker thread) are
         # not the transfer: pay them first. The timed call still resolves the target.
         await service.execute(_request(adapter, ["true"]))
@@ -173,7 +176,7 @@ async def kuber_interactive(runtime: str, url: str, command: list[str]) -> Trans
     adapter = _adapter(runtime)
     received = 0
     async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
-        service = adapter.ExecService(backend, cleanup=CLEANUP)
+        service = adapter.ExecService(backend, **CLEANUP_OPTION)
         await service.execute(_request(adapter, ["true"]))  # as in kuber_execute
         stopwatch = Stopwatch()
         stopwatch.start()
@@ -195,7 +198,7 @@ async def kuber_latency(runtime: str, url: str, iterations: int) -> list[float]:
     clock = _clock(runtime)
     timings: list[float] = []
     async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
-        service = adapter.ExecService(backend, cleanup=CLEANUP)
+        service = adapter.ExecService(backend, **CLEANUP_OPTION)
         request = _request(adapter, ["true"])
         for index in range(WARM_UP_ITERATIONS + iterations):
             started = clock()
@@ -309,7 +312,7 @@ async def cached_latency(runtime: str, url: str, iterations: int) -> list[float]
     ):
         with anyio.fail_after(30):
             await cache.wait_synced()
-        service = adapter.ExecService(backend, cleanup=CLEANUP)
+        service = adapter.ExecService(backend, **CLEANUP_OPTION)
         request = _request(adapter, ["true"])
         for index in range(WARM_UP_ITERATIONS + iterations):
             started = clock()
