@@ -8,7 +8,7 @@ WEB := src/kuber_exec_web
 # The docs' diagrams: Graphviz compiled to WebAssembly, from the npm registry (docs/hooks/diagrams.py).
 DIAGRAMS := docs/hooks
 
-.PHONY: test lint typecheck unit docs demo bench bench-compare sandbox web test-browser wheel-venv clean
+.PHONY: test lint typecheck unit docs demo bench bench-compare bench-browser sandbox web test-browser wheel-venv clean
 
 # The venv with every extra the tests use; from the npm registry, pinned by the lockfiles and never
 # copied into the repository: xterm.js for the browser terminal, and the diagrams' Graphviz (so the
@@ -70,6 +70,12 @@ web: $(STAMP)
 ## The wheel venv is made (or reused) first: there is no network inside the namespace.
 test-browser: $(STAMP) wheel-venv
 	sh tests/run_browser_tier.sh
+
+## bench-browser: the browser terminal's keystroke-to-screen time against a plain input box's, in
+## one headless Chromium run inside a loopback-only network namespace (needs root); writes
+## benchmarks/results/browser.json. ARGS=--against=/path/to/another/tree measures both.
+bench-browser: $(STAMP)
+	unshare --net sh -c 'ip link set lo up && exec nice $(BIN)/python benchmarks/browser_keystroke.py "$$@"' sh $(ARGS)
 
 ## wheel-venv: this tree's wheel in a fresh venv (build/wheel-venv), remade only when it changed.
 wheel-venv: $(STAMP)
