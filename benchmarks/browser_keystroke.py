@@ -298,16 +298,19 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
     started = time.time()
     with contextlib.ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-browser-")))
+        first = stack.enter_context(chromium_page(width=1100, height=700, timeout_ms=60_000))
         pages: list[Page] = []
         for tree in trees:
             server = stack.enter_context(demo_from(tree.source, scratch / f"{tree.name}.jsonl"))
-            page = stack.enter_context(chromium_page(width=1100, height=700, timeout_ms=60_000))
+            # One browser: the second tree's page is a window of its own in the same context.
+            page = first if not pages else first.context.new_page()
             open_terminal(page, server, tree)
             pages.append(page)
         keys = 0
         warmup = arguments.warmup
         while keys < arguments.keys + warmup:
             for tree, page in zip(trees, pages, strict=True):
+                page.bring_to_front()
                 for offset in range(arguments.block):
                     key = ALPHABET[(keys + offset) % len(ALPHABET)]
                     count = keys + offset >= warmup  # Warm-up keystrokes are not counted.
@@ -316,6 +319,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             keys += arguments.block
         for round_number in range(arguments.large_rounds):
             for tree, page in zip(trees, pages, strict=True):
+                page.bring_to_front()
                 large_output(page, tree, large, round_number)
     results = {tree.name: summary(tree) for tree in trees}
     return {

@@ -227,3 +227,24 @@ def test_the_page_keeps_a_quiet_terminal_alive_with_pings(
             assert page.locator("body").get_attribute("data-state") == "open"
     finally:
         quick.stop()
+
+
+def test_nothing_animates_after_a_keystroke_so_its_echo_is_drawn_in_the_next_frame(
+    page: Page, demo: DemoProcess
+) -> None:
+    # A blinking cursor is an endless CSS animation that xterm.js restarts at every cursor move,
+    # and Chromium then holds each echo's frame back a whole frame interval (issue 19, measured
+    # by make bench-browser). The rule: with the terminal focused and a key echoed, the page
+    # runs no animation at all.
+    _open(page, demo)
+    page.focus(".xterm-helper-textarea")
+    page.keyboard.type("echo steady")
+    _wait_for_screen(page, "# echo steady")
+    animations = page.evaluate(
+        "document.getAnimations().map((a) => `${a.constructor.name} ${a.animationName || ''}`)"
+    )
+    assert animations == []
+    cursor = page.locator(".xterm-rows .xterm-cursor")
+    assert cursor.count() == 1
+    assert cursor.evaluate("(element) => getComputedStyle(element).animationName") == "none"
+    page.keyboard.press("Control+U")
