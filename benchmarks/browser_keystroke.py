@@ -15,7 +15,8 @@ a loopback-only network namespace). In the same page, interleaved keystroke by k
   message -> on screen.
 
 "On screen" is one rule for both (``browser_probe.js``): the first task after the frame whose
-rendering includes the DOM mutation. Then a large output (``yes | head -c N``) from the Enter
+rendering includes the DOM mutation. A WebSocket client without a browser (``browser_echo.py``)
+types into the same app, for the app's own share of "send to echo". Then a large output (``yes | head -c N``) from the Enter
 key to the frame showing the marker printed after it, as throughput.
 
 ``--against DIR``: a second app from another source tree (``DIR/src``, with its own
@@ -45,6 +46,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from browser_echo import app_echo  # noqa: E402
+
 from browser_support import chromium_page, loopback_only_problem  # noqa: E402
 from web.app_server import DemoProcess  # noqa: E402
 
@@ -73,6 +76,7 @@ class Tree:
     large_seconds: list[float] = field(default_factory=list)
     typed: str = ""
     prompt: str = ""
+    app: dict[str, float] = field(default_factory=dict)
 
 
 def git(source: Path, *argv: str) -> str:
@@ -248,6 +252,9 @@ def summary(tree: Tree) -> dict[str, Any]:
         "keydown_to_send_ms": median(tree.to_send),
         "send_to_message_ms": median(tree.to_message),
         "message_to_screen_ms": median(tree.to_screen),
+        # The same echo from a WebSocket client on loopback, without a browser.
+        "app_echo_ms": tree.app.get("echo_ms"),
+        "app_ping_ms": tree.app.get("ping_ms"),
         "baseline_p90_ms": round(statistics.quantiles(tree.baseline, n=10)[-1], 2)
         if len(tree.baseline) >= 10
         else None,
@@ -281,6 +288,10 @@ def table(results: dict[str, dict[str, Any]], large: int) -> list[str]:
             f"{cell(row['message_to_screen_ms']):>12}"
         )
     lines.append("")
+    lines.append("Without a browser: a WebSocket client's keystroke echo and ping (medians, ms)")
+    for name, row in results.items():
+        lines.append(f"{name:<10} echo {cell(row['app_echo_ms'])}  ping {cell(row['app_ping_ms'])}")
+    lines.append("")
     lines.append(f"Large output: yes | head -c {large}, Enter to the marker on screen (median)")
     for name, row in results.items():
         seconds = row["large_output_median_seconds"]
@@ -300,12 +311,14 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-browser-")))
         first = stack.enter_context(chromium_page(width=1100, height=700, timeout_ms=60_000))
         pages: list[Page] = []
+        servers: list[DemoProcess] = []
         for tree in trees:
             server = stack.enter_context(demo_from(tree.source, scratch / f"{tree.name}.jsonl"))
             # One browser: the second tree's page is a window of its own in the same context.
             page = first if not pages else first.context.new_page()
             open_terminal(page, server, tree)
             pages.append(page)
+            servers.append(server)
         keys = 0
         warmup = arguments.warmup
         while keys < arguments.keys + warmup:
@@ -317,6 +330,8 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
                     baseline_key(page, tree, key, count=count)
                     terminal_key(page, tree, key, count=count)
             keys += arguments.block
+        for tree, server in zip(trees, servers, strict=True):
+            tree.app = app_echo(server.base, server.token, arguments.keys)
         for round_number in range(arguments.large_rounds):
             for tree, page in zip(trees, pages, strict=True):
                 page.bring_to_front()

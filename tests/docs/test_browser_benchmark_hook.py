@@ -35,6 +35,7 @@ def _row(describe: str, terminal: float, seconds: float | None) -> dict[str, Any
         "keydown_to_send_ms": 0.9,
         "send_to_message_ms": 4.0,
         "message_to_screen_ms": None,
+        "app_echo_ms": 2.04,
         "large_output_median_seconds": seconds,
     }
 
@@ -54,7 +55,7 @@ def test_every_tree_of_the_run_is_a_row_with_its_commit(hook: ModuleType) -> Non
     }
     table = hook.browser_table(results).splitlines()
     assert table[2] == (
-        "| this (`abc1234`) | 60 | 8.8 ms | 15.2 ms | 1.7x | 0.9 ms | 4.0 ms | - "
+        "| this (`abc1234`) | 60 | 8.8 ms | 15.2 ms | 1.7x | 0.9 ms | 4.0 ms | - | 2.0 ms "
         "| 25.0 s (0.8 MB/s) |"
     )
     assert table[3].startswith("| against (`def5678`) | 60 | 8.8 ms | 32.8 ms | 3.7x |")
