@@ -16,8 +16,9 @@ a loopback-only network namespace). In the same page, interleaved keystroke by k
 
 "On screen" is one rule for both (``browser_probe.js``): the first task after the frame whose
 rendering includes the DOM mutation. A WebSocket client without a browser (``browser_echo.py``)
-types into the same app, for the app's own share of "send to echo". Then a large output (``yes | head -c N``) from the Enter
-key to the frame showing the marker printed after it, as throughput.
+types into the same app, for the app's own share of "send to echo". Then a large output
+(``yes | head -c N``) from the Enter key to the frame showing the marker printed after it, as
+throughput.
 
 ``--against DIR``: a second app from another source tree (``DIR/src``, with its own
 ``node_modules``), e.g. a checkout of main, in a page of its own, alternated with this tree's
@@ -321,10 +322,11 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             servers.append(server)
         keys = 0
         warmup = arguments.warmup
-        while keys < arguments.keys + warmup:
+        total = arguments.keys + warmup
+        while keys < total:
             for tree, page in zip(trees, pages, strict=True):
                 page.bring_to_front()
-                for offset in range(arguments.block):
+                for offset in range(min(arguments.block, total - keys)):
                     key = ALPHABET[(keys + offset) % len(ALPHABET)]
                     count = keys + offset >= warmup  # Warm-up keystrokes are not counted.
                     baseline_key(page, tree, key, count=count)
