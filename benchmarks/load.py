@@ -348,7 +348,7 @@ def jobs(args: argparse.Namespace) -> list[Job]:
     listed = []
     for runtime in runtimes:
         for number, setting in enumerate(settings if runtime != "raw" else ("on",)):
-            extra = ("--cleanup", setting)
+            extra: tuple[str, ...] = ("--cleanup", setting)
             if not args.resolutions or number > 0:
                 extra += ("--no-resolutions",)
             key = runtime if runtime == "raw" else f"{runtime}, cleanup {setting}"
