@@ -114,18 +114,24 @@ _COLLECTED = re.compile(r"Collected : (\d+)")
 
 
 def instructions(
-    endpoint: Endpoint, kind: str, env: Mapping[str, str], size_mb: int, directory: Path
+    endpoint: Endpoint,
+    kind: str,
+    env: Mapping[str, str],
+    size_mb: int,
+    directory: Path,
+    options: Sequence[str] = (),
 ) -> int:
-    """User-space instructions of one ``measure.py`` run of ``kind`` under callgrind.
+    """User-space instructions of one ``measure.py`` run of ``kind`` (with ``options``) under
+    callgrind.
 
     Raises:
         RuntimeError: the run failed (its last line of output says why).
     """
-    out = directory / f"callgrind-{kind}-{size_mb}.out"
+    out = directory / f"callgrind-{kind}-{'-'.join(options)}-{size_mb}.out"
     argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
     argv += [sys.executable, str(HERE / "measure.py"), kind, "--url", endpoint.url]
     argv += ["--kubeconfig", endpoint.kubeconfig, "--pod", endpoint.pod]
-    argv += ["--bytes", str(size_mb * MB)]
+    argv += ["--bytes", str(size_mb * MB), *options]
     done = subprocess.run(
         argv, capture_output=True, text=True, timeout=900, env={**env, "PYTHONHASHSEED": "0"}
     )

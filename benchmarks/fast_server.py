@@ -26,7 +26,8 @@ One process, one thread, one ``epoll`` loop, non-blocking sockets; no process pe
   shared buffer of whole frames per message size (32 KiB by default, the kubelet's): a send is a
   slice of it, never a copy. Pings are answered between frames.
 - ``GET /fast-server/stats`` (not a Kubernetes path): the server's CPU seconds, RSS, connections
-  and open sessions as JSON, which the benchmarks read around each measurement.
+  and open sessions, and the exec upgrades accepted so far, as JSON, which the benchmarks read
+  around each measurement.
 """
 
 from __future__ import annotations
@@ -464,6 +465,7 @@ class Connection:
             f"Sec-WebSocket-Protocol: {protocol}\r\n\r\n"
         )
         self._mode = _WEBSOCKET
+        self._server.execs_accepted += 1
         self._channel = ServerChannel(plan.subprotocol)
         self._streams = plan.streams
         self._decoder = FrameDecoder()
@@ -556,6 +558,8 @@ class Server:
         self._timers: list[tuple[float, int, Connection | None, Callable[[], None]]] = []
         self._sequence = itertools.count()
         self._rest: dict[tuple[str, str, str], bytes] = {}
+        #: Exec sessions accepted so far (the load benchmark counts kuber-exec's cleanup execs).
+        self.execs_accepted = 0
         listener.setblocking(False)
         self.epoll.register(listener.fileno(), _IN)
 
@@ -603,6 +607,7 @@ class Server:
             "peak_rss_kib": usage.ru_maxrss,
             "connections": len(self.connections),
             "sessions": sum(1 for c in self.connections.values() if c.in_session),
+            "execs": self.execs_accepted,
         }
 
     def list_items(self, head: RequestHead) -> list[object]:

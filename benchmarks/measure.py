@@ -20,6 +20,14 @@ benchmark server's ``bench-stdout N M``; stdout bytes are counted):
 - ``trio-bare``, ``asyncio-bare``: the WebSocket library alone (trio-websocket, websockets) on the
   same pod's exec URL, offering ``v5.channel.k8s.io``, counting channel-1 payload bytes; the same
   transport settings as the adapters (receive buffer, message size, no compression), no core;
+- where trio's time goes (docs/benchmarks.md, "trio: where the time goes"), each one task on
+  one ``trio.SocketStream`` reading ``--receive-bytes`` (256 KiB, the trio adapter's) at a time,
+  no background task, no channel: ``trio-socket-bare``, the upgrade by hand and the bytes
+  read, parsing nothing (``raw-sink`` through trio); ``trio-wsproto-bare``, wsproto (the parser
+  under trio-websocket) fed directly; ``trio-sansio-bare``, the ``websockets`` library's
+  sans-IO ``ClientProtocol`` (its C speedups) fed directly; and ``trio-websockets-bare``,
+  ``websockets``' own trio client (``websockets.trio.client``: a reader task, its own receive
+  size), a library that could replace trio-websocket;
 - ``kubectl``: ``kubectl exec`` of the same command, its stdout piped here and counted (its peak
   memory is the child's);
 - ``official``: the ``kubernetes`` package's ``stream(connect_get_namespaced_pod_exec, ...,
@@ -220,7 +228,9 @@ def exec_url(url: str, pod: str, command: list[str]) -> str:
     return f"{base}/api/v1/namespaces/{NAMESPACE}/pods/{pod}/exec?{query}"
 
 
-async def bare_trio(url: str, pod: str, command: list[str]) -> Transfer:
+async def bare_trio(
+    url: str, pod: str, command: list[str], receive_bytes: int = TRIO_RECEIVE_BUFFER_BYTES
+) -> Transfer:
     import trio_websocket
 
     received = 0
@@ -231,7 +241,7 @@ async def bare_trio(url: str, pod: str, command: list[str]) -> Transfer:
         subprotocols=[V5],
         message_queue_size=1,
         max_message_size=MAX_MESSAGE_BYTES,
-        receive_buffer_size=TRIO_RECEIVE_BUFFER_BYTES,
+        receive_buffer_size=receive_bytes,
     ) as websocket:
         if websocket.subprotocol != V5:
             raise RuntimeError(f"negotiated {websocket.subprotocol!r}")
@@ -268,6 +278,183 @@ async def bare_asyncio(url: str, pod: str, command: list[str]) -> Transfer:
     return stopwatch.stop(received)
 
 
+def _hand_upgrade(url: str, pod: str, command: list[str]) -> bytes:
+    """The exec upgrade request, written by hand (the rows that parse nothing)."""
+    parts = urlsplit(url)
+    path = exec_url(url, pod, command).split("/", 3)[3]
+    key = base64.b64encode(os.urandom(16)).decode("ascii")
+    return (
+        f"GET /{path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+        f"Sec-WebSocket-Protocol: {V5}\r\n\r\n"
+    ).encode("ascii")
+
+
+def _check_unparsed(kind: str, wire: int, tail: bytes, size: int) -> None:
+    """An unparsed read counts as ``size`` payload bytes only if it is at least that long and
+    ends with the success Status and a Close frame."""
+    expected_end = bytes((0x80 | 2, len(SUCCESS_STATUS) + 1, 3)) + SUCCESS_STATUS
+    if wire < size or not tail.endswith(expected_end + b"\x88\x02\x03\xe8"):
+        raise RuntimeError(f"{kind}: {wire} bytes that did not end in the success Status")
+
+
+async def bare_trio_socket(
+    url: str, pod: str, command: list[str], size: int, receive_bytes: int
+) -> Transfer:
+    """``raw-sink`` through trio: the upgrade by hand on a ``trio.SocketStream``, then
+    ``receive_some`` until the server closes, parsing nothing: trio's own cost per byte."""
+    parts = urlsplit(url)
+    upgrade = _hand_upgrade(url, pod, command)
+    wire = 0
+    tail = b""
+    stopwatch = Stopwatch()
+    stopwatch.start()
+    stream = await trio.open_tcp_stream(parts.hostname or "127.0.0.1", parts.port or 80)
+    async with stream:
+        await stream.send_all(upgrade)
+        while data := await stream.receive_some(receive_bytes):
+            wire += len(data)
+            tail = (tail + data[-64:])[-64:]
+    transfer = stopwatch.stop(size)
+    _check_unparsed("trio-socket-bare", wire, tail, size)
+    return transfer
+
+
+async def bare_trio_wsproto(url: str, pod: str, command: list[str], receive_bytes: int) -> Transfer:
+    """wsproto, the parser under trio-websocket, fed from a ``trio.SocketStream`` in this task:
+    trio-websocket without its reader task, its memory channel and its message assembly."""
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.connection import ConnectionState
+    from wsproto.events import (
+        AcceptConnection,
+        BytesMessage,
+        CloseConnection,
+        Ping,
+        RejectConnection,
+        Request,
+    )
+
+    parts = urlsplit(url)
+    target = exec_url(url, pod, command).split("/", 3)[3]
+    connection = WSConnection(ConnectionType.CLIENT)
+    received = 0
+    channel = -1
+    at_start = True  # the next BytesMessage event begins a message (its first byte: the channel)
+    stopwatch = Stopwatch()
+    stopwatch.start()
+    stream = await trio.open_tcp_stream(parts.hostname or "127.0.0.1", parts.port or 80)
+    async with stream:
+        await stream.send_all(
+            connection.send(Request(host=parts.netloc, target=f"/{target}", subprotocols=[V5]))
+        )
+        while True:
+            data = await stream.receive_some(receive_bytes)
+            connection.receive_data(data or None)
+            for event in connection.events():
+                if isinstance(event, BytesMessage):
+                    payload = event.data
+                    if at_start and payload:
+                        channel = payload[0]
+                        payload_bytes = len(payload) - 1
+                    else:
+                        payload_bytes = len(payload)
+                    if channel == STDOUT_CHANNEL:
+                        received += payload_bytes
+                    at_start = event.message_finished
+                elif isinstance(event, AcceptConnection):
+                    if event.subprotocol != V5:
+                        raise RuntimeError(f"negotiated {event.subprotocol!r}")
+                elif isinstance(event, RejectConnection):
+                    raise RuntimeError(f"refused: {event.status_code}")
+                elif isinstance(event, Ping) or (
+                    isinstance(event, CloseConnection)
+                    and connection.state is ConnectionState.REMOTE_CLOSING
+                ):  # the answer wsproto expects (none to the end of the stream)
+                    await stream.send_all(connection.send(event.response()))
+            if not data:
+                break
+    return stopwatch.stop(received)
+
+
+async def bare_trio_sansio(url: str, pod: str, command: list[str], receive_bytes: int) -> Transfer:
+    """The ``websockets`` library's sans-IO ``ClientProtocol`` (its C speedups) fed from a
+    ``trio.SocketStream`` in this task: what a one-task trio transport on it would cost."""
+    from websockets.client import ClientProtocol
+    from websockets.frames import Frame, Opcode
+    from websockets.protocol import State
+    from websockets.uri import parse_uri
+
+    uri = parse_uri(exec_url(url, pod, command))
+    protocol = ClientProtocol(
+        uri,
+        subprotocols=[V5],  # type: ignore[list-item]
+        max_size=MAX_MESSAGE_BYTES,
+    )
+    received = 0
+    channel = -1
+    stopwatch = Stopwatch()
+    stopwatch.start()
+    stream = await trio.open_tcp_stream(uri.host, uri.port)
+
+    async def flush() -> None:
+        for chunk in protocol.data_to_send():
+            if chunk:
+                await stream.send_all(chunk)
+            else:  # the end of the stream: half-close
+                await stream.send_eof()
+
+    async with stream:
+        protocol.send_request(protocol.connect())
+        await flush()
+        while protocol.state is not State.CLOSED:
+            data = await stream.receive_some(receive_bytes)
+            if data:
+                protocol.receive_data(data)
+            else:
+                protocol.receive_eof()
+            for event in protocol.events_received():
+                if not isinstance(event, Frame):  # the handshake's Response
+                    if protocol.handshake_exc is not None:
+                        raise protocol.handshake_exc
+                    if protocol.subprotocol != V5:
+                        raise RuntimeError(f"negotiated {protocol.subprotocol!r}")
+                elif event.opcode is Opcode.BINARY:
+                    channel = event.data[0] if event.data else -1
+                    if channel == STDOUT_CHANNEL:
+                        received += len(event.data) - 1
+                elif event.opcode is Opcode.CONT and channel == STDOUT_CHANNEL:
+                    received += len(event.data)
+            await flush()
+            if not data:
+                break
+    return stopwatch.stop(received)
+
+
+async def bare_trio_websockets(url: str, pod: str, command: list[str]) -> Transfer:
+    """``websockets``' own trio client (a reader task, its own receive size): the library that
+    could replace trio-websocket, with the asyncio bare loop's settings."""
+    from websockets.trio.client import connect
+
+    received = 0
+    stopwatch = Stopwatch()
+    stopwatch.start()
+    async with connect(
+        exec_url(url, pod, command),
+        subprotocols=[V5],  # type: ignore[list-item]
+        compression=None,
+        max_size=MAX_MESSAGE_BYTES,
+        max_queue=ASYNCIO_MAX_QUEUE,
+        ping_interval=None,
+        proxy=None,
+    ) as websocket:
+        if websocket.subprotocol != V5:
+            raise RuntimeError(f"negotiated {websocket.subprotocol!r}")
+        async for message in websocket:
+            if isinstance(message, bytes) and message[0] == STDOUT_CHANNEL:
+                received += len(message) - 1
+    return stopwatch.stop(received)
+
+
 def raw_sink(url: str, pod: str, command: list[str], size: int) -> Transfer:
     """The floor under every client: the upgrade, then ``recv_into`` one buffer until the
     server closes, parsing nothing. It proves the server's speed, not a client's.
@@ -276,13 +463,7 @@ def raw_sink(url: str, pod: str, command: list[str], size: int) -> Transfer:
     the success Status and a Close frame (the last bytes are the only ones looked at).
     """
     parts = urlsplit(url)
-    path = exec_url(url, pod, command).split("/", 3)[3]
-    key = base64.b64encode(os.urandom(16)).decode("ascii")
-    upgrade = (
-        f"GET /{path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
-        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-        f"Sec-WebSocket-Protocol: {V5}\r\n\r\n"
-    ).encode("ascii")
+    upgrade = _hand_upgrade(url, pod, command)
     buffer = bytearray(RAW_SINK_BUFFER_BYTES)
     view = memoryview(buffer)
     tail = b""
@@ -295,9 +476,7 @@ def raw_sink(url: str, pod: str, command: list[str], size: int) -> Transfer:
             wire += count
             tail = (tail + view[max(0, count - 64) : count])[-64:]
     transfer = stopwatch.stop(size)
-    expected_end = bytes((0x80 | 2, len(SUCCESS_STATUS) + 1, 3)) + SUCCESS_STATUS
-    if wire < size or not tail.endswith(expected_end + b"\x88\x02\x03\xe8"):
-        raise RuntimeError(f"raw-sink: {wire} bytes that did not end in the success Status")
+    _check_unparsed("raw-sink", wire, tail, size)
     return transfer
 
 
@@ -453,11 +632,22 @@ THROUGHPUT_KINDS = (
     "trio-execute",
     "trio-interactive",
     "trio-bare",
+    "trio-socket-bare",
+    "trio-wsproto-bare",
+    "trio-sansio-bare",
+    "trio-websockets-bare",
     "asyncio-execute",
     "asyncio-interactive",
     "asyncio-bare",
     "kubectl",
     "official",
+)
+#: The rows that show where trio's time goes (each its own loop on a trio stream).
+TRIO_DIAGNOSTIC_KINDS = (
+    "trio-socket-bare",
+    "trio-wsproto-bare",
+    "trio-sansio-bare",
+    "trio-websockets-bare",
 )
 LATENCY_KINDS = (
     "trio-latency",
@@ -482,6 +672,10 @@ def preload(kind: str) -> None:
     runtime, _, mode = kind.removesuffix("-latency").partition("-")
     if kind.startswith("official"):
         import kubernetes.stream  # noqa: F401
+    elif kind in TRIO_DIAGNOSTIC_KINDS:
+        import websockets.client
+        import websockets.trio.client
+        import wsproto  # noqa: F401
     elif mode == "bare":
         if runtime == "trio":
             import trio_websocket  # noqa: F401
@@ -494,6 +688,7 @@ def preload(kind: str) -> None:
 def throughput(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     size: int = args.bytes
     command = output_command(size, args.message_bytes)
+    receive: int = args.receive_bytes
     runtime, _, mode = kind.partition("-")
     preload(kind)
     child_peak: int | None = None
@@ -507,8 +702,22 @@ def throughput(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         transfer = _run_async(runtime, lambda: kuber_execute(runtime, args.url, command, size))
     elif mode == "interactive":
         transfer = _run_async(runtime, lambda: kuber_interactive(runtime, args.url, command))
+    elif kind == "trio-socket-bare":
+        transfer = _run_async(
+            runtime, lambda: bare_trio_socket(args.url, args.pod, command, size, receive)
+        )
+    elif kind == "trio-wsproto-bare":
+        transfer = _run_async(
+            runtime, lambda: bare_trio_wsproto(args.url, args.pod, command, receive)
+        )
+    elif kind == "trio-sansio-bare":
+        transfer = _run_async(
+            runtime, lambda: bare_trio_sansio(args.url, args.pod, command, receive)
+        )
+    elif kind == "trio-websockets-bare":
+        transfer = _run_async(runtime, lambda: bare_trio_websockets(args.url, args.pod, command))
     elif runtime == "trio":
-        transfer = _run_async(runtime, lambda: bare_trio(args.url, args.pod, command))
+        transfer = _run_async(runtime, lambda: bare_trio(args.url, args.pod, command, receive))
     else:
         transfer = _run_async(runtime, lambda: bare_asyncio(args.url, args.pod, command))
     if transfer.received != size:
@@ -569,6 +778,12 @@ def main(argv: list[str] | None = None) -> int:
         help="run `bench-stdout BYTES MESSAGE_BYTES` (the benchmark server only) instead of head",
     )
     parser.add_argument("--iterations", type=int, default=30, help="latency samples")
+    parser.add_argument(
+        "--receive-bytes",
+        type=int,
+        default=TRIO_RECEIVE_BUFFER_BYTES,
+        help="the trio bare loops' receive size (256 KiB, the trio adapter's)",
+    )
     args = parser.parse_args(argv)
     kind: str = args.kind
     report = latency(kind, args) if kind in LATENCY_KINDS else throughput(kind, args)

@@ -41,13 +41,15 @@ from harness import (
     show_progress,
     source_env,
 )
+from measure import TRIO_DIAGNOSTIC_KINDS
 from report import MB, size_text
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
-#: The rows against the benchmark server, in the order of the issue's table.
-FAST_KINDS = (
+#: The rows against the benchmark server, in the order of the issue's table, then the rows that
+#: show where trio's time goes (measure.TRIO_DIAGNOSTIC_KINDS; docs/benchmarks.md).
+CLIENT_KINDS = (
     "raw-sink",
     "asyncio-bare",
     "trio-bare",
@@ -57,7 +59,9 @@ FAST_KINDS = (
     "trio-execute",
     "kubectl",
 )
-SANDBOX_KINDS = FAST_KINDS[1:]
+FAST_KINDS = (*CLIENT_KINDS, *TRIO_DIAGNOSTIC_KINDS)
+#: End to end: the clients alone (the sandbox, not the client, bounds them all).
+SANDBOX_KINDS = CLIENT_KINDS[1:]
 LATENCY_KINDS = (
     "trio-cached-latency",
     "trio-bare-latency",

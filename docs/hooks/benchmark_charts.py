@@ -13,7 +13,10 @@ is ever copied by hand:
 - ``memory.svg``: peak RSS against output size;
 - ``endtoend.svg``: the same clients on the sandbox, whose pods are processes;
 - ``<!-- benchmark-summary -->``: the client / MB/s / % of the floor / CPU table;
-- ``<!-- benchmark-table -->``: the whole table ``run.py`` printed.
+- ``<!-- benchmark-table -->``: the whole table ``run.py`` printed;
+- ``<!-- results-table NAME -->``: the table another benchmark printed and saved with its
+  figures in ``benchmarks/results/NAME.json`` (``load.py``'s ``load``, ``trio_ceiling.py``'s
+  ``trio_ceiling``).
 
 Each chart is labelled with the run's machine, date, commit and versions.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,7 @@ MIB_KIB = 1024
 FORMAT = 2
 SUMMARY_MARKER = "<!-- benchmark-summary -->"
 TABLE_MARKER = "<!-- benchmark-table -->"
+RESULTS_TABLE = re.compile(r"<!-- results-table ([a-z_]+) -->")
 
 #: Bar colours: kuber-exec, the bare loops, kubectl, the official client, the raw sink.
 COLOURS = {
@@ -345,7 +350,18 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     return files
 
 
+def results_table(name: str) -> str:
+    """The ``table`` lines of ``benchmarks/results/NAME.json`` as a text block."""
+    path = RESULTS.parent / f"{name}.json"
+    try:
+        lines: list[str] = json.loads(path.read_text(encoding="utf-8"))["table"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise PluginError(f"cannot read the table of {path}: {exc!r}") from exc
+    return "```text\n" + "\n".join(lines) + "\n```"
+
+
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    markdown = RESULTS_TABLE.sub(lambda found: results_table(found.group(1)), markdown)
     if SUMMARY_MARKER not in markdown and TABLE_MARKER not in markdown:
         return markdown
     results = load_results()

@@ -71,3 +71,28 @@ def test_its_stats_count_sessions(fast_server: FastServer) -> None:
     assert stats["cpu_seconds"] > 0
     assert stats["rss_kib"] > 0
     assert stats["sessions"] == 0
+
+
+def _execs(fast_server: FastServer) -> int:
+    with urllib.request.urlopen(fast_server.url + "/fast-server/stats", timeout=30) as answer:
+        count: int = json.load(answer)["execs"]
+    return count
+
+
+@pytest.mark.parametrize("cleanup", [True, False])
+async def test_leaving_a_running_session_costs_one_cleanup_exec_when_supervised(
+    adapter: Any, fast_server: FastServer, cleanup: bool
+) -> None:
+    """What benchmarks/load.py counts while N sessions leave: one more exec each, supervised."""
+    events: list[Any] = []
+    async with adapter.KubernetesBackend(adapter.ClusterConfig(fast_server.url)) as backend:
+        service = adapter.ExecService(backend, audit=events.append, cleanup=cleanup)
+        before = _execs(fast_server)
+        async with service.open_interactive(request("sleep", "3600"), tty=False, stdin=False):
+            assert _execs(fast_server) == before + 1
+        left = _execs(fast_server)
+    assert left == before + (2 if cleanup else 1)
+    ended = [event for event in events if event.phase == "ended"]
+    assert [None if e.cleanup is None else e.cleanup.value for e in ended] == (
+        ["none"] if cleanup else [None]
+    )
