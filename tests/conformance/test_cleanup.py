@@ -337,17 +337,20 @@ async def test_a_message_over_the_limit_names_the_cause_and_the_limit(
 ) -> None:
     mark = marker()
     backend = adapter.KubernetesBackend(
-        adapter.ClusterConfig(sandbox.url), transport=SmallMessages(adapter, 16384)
+        adapter.ClusterConfig(sandbox.url), transport=SmallMessages(adapter, 4096)
     )
     async with backend:
         service = adapter.ExecService(backend, cleanup_grace=GRACE)
         # One message over the limit, then quiet: a second one, arriving while the first
         # close is under way, makes trio-websocket's reader raise LocalProtocolError into its
         # nursery (a trio-websocket bug, noted in docs/cleanup.md's limits).
-        script = f"head -c 20000 /dev/zero; exec sleep {mark}"
+        # 6,000 bytes: one write, so one read and one message in the sandbox. 20,000 were
+        # written in 8 KiB pieces that could each arrive under the limit: then nothing was
+        # over it, and the test waited for the sleep.
+        script = f"head -c 6000 /dev/zero; exec sleep {mark}"
         with pytest.raises(ExecError) as raised:
             await service.execute(request("sh", "-c", script))
     message = raised.value.message
-    assert "a server message exceeded the 16384 bytes message limit" in message, message
+    assert "a server message exceeded the 4096 bytes message limit" in message, message
     assert "1009" in message
     assert left_running(mark) == []  # the cleanup's own messages are small
