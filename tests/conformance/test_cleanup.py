@@ -354,3 +354,43 @@ async def test_a_message_over_the_limit_names_the_cause_and_the_limit(
     assert "a server message exceeded the 4096 bytes message limit" in message, message
     assert "1009" in message
     assert left_running(mark) == []  # the cleanup's own messages are small
+
+
+async def test_a_burst_of_leaving_sessions_is_cleaned_up_a_bounded_number_at_a_time(
+    audited_service: Any,
+) -> None:
+    # Leaving many sessions at once must not start as many cleanup execs: with 10,000 on the
+    # benchmark server none finished in time. Here the limit is 2 and 6 sessions leave at once.
+    from kuber_exec_anyio._supervise import CleanupSlots
+
+    slots = audited_service._cleanup_slots = CleanupSlots(limit=2)
+    mark = marker()
+    most = 0
+    count = 6
+
+    async def leave_one(ready: anyio.Event, leave: anyio.Event) -> None:
+        command = f"echo ready; exec sleep {mark}"
+        async with audited_service.open_interactive(request("sh", "-c", command)) as session:
+            async for frame in session:
+                if isinstance(frame, Stdout) and b"ready" in frame.data:
+                    break
+            ready.set()
+            await leave.wait()
+
+    leave = anyio.Event()
+    async with anyio.create_task_group() as tasks:
+        readies = [anyio.Event() for _ in range(count)]
+        for ready in readies:
+            tasks.start_soon(leave_one, ready, leave)
+        for ready in readies:
+            await ready.wait()
+        await started(mark, count)
+        leave.set()
+        # Watch the slots until every session has left (a checkpoint per look, no sleep).
+        while len([e for e in audited_service.events if e.phase == "ended"]) < count:
+            most = max(most, slots.limiter.borrowed_tokens)
+            await anyio.lowlevel.checkpoint()
+    assert 1 <= most <= 2
+    assert left_running(mark) == []
+    outcomes = [e.cleanup for e in audited_service.events if e.phase == "ended"]
+    assert outcomes == [CleanupOutcome.TERMINATED] * count
