@@ -52,6 +52,7 @@ from ._session import InteractiveSession, run_session
 from ._supervise import (
     DEFAULT_CLEANUP_GRACE,
     CleanupSettings,
+    CleanupSlots,
     NextAttempt,
     ShellRegistry,
     needs_cleanup,
@@ -129,6 +130,8 @@ class ExecService:
         self.cleanup = validate_flag(cleanup, "cleanup")
         self.cleanup_settings = CleanupSettings(grace=validate_cleanup_grace(cleanup_grace))
         self._shells = ShellRegistry()
+        #: The cleanup execs in flight (at most MAX_CONCURRENT_CLEANUPS at once).
+        self._cleanup_slots = CleanupSlots()
 
     def __repr__(self) -> str:
         return f"ExecService({self.backend!r}, {self.limits!r})"
@@ -450,7 +453,12 @@ class _Attempts:
             return
         service = self._service
         outcome = await run_cleanup(
-            service.backend, target, session, service.cleanup_settings, service.subprotocols
+            service.backend,
+            target,
+            session,
+            service.cleanup_settings,
+            service.subprotocols,
+            service._cleanup_slots,
         )
         record.cleaned_up(outcome)
 

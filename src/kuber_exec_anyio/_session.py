@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
+from anyio._core._eventloop import get_async_backend
 
 from kuber_exec_core import (
     SESSION_ENDED,
@@ -36,6 +37,7 @@ from kuber_exec_core.state import SessionState
 
 from ._backend import ExecConnection
 from ._drivers import pump_session
+from ._frame_queue import FrameQueue
 from ._groups import single_exception
 from ._limits import enforce_session_limits
 from ._recording import SessionRecorder
@@ -70,9 +72,7 @@ class InteractiveSession:
         self._initial_frames = tuple(initial_frames)
         self._connection = connection
         self._session = session
-        self._frames_in, self._frames_out = anyio.create_memory_object_stream[ServerFrame](
-            queue_capacity
-        )
+        self._frames = FrameQueue[ServerFrame](queue_capacity)
         self._send_lock = anyio.Lock()
         self._reader_scope = anyio.CancelScope()
         # Told of each moment of activity when an idle timeout is set (else never: the clock is
@@ -80,6 +80,9 @@ class InteractiveSession:
         watched = deadlines is not None and deadlines.watches_activity
         self._deadlines = deadlines if watched else None
         self._recorder = recorder
+        # anyio.lowlevel.checkpoint_if_cancelled asks sniffio for the running library on every
+        # call, which was a measurable share of a frame's cost: the backend is looked up once.
+        self._checkpoint_if_cancelled = get_async_backend().checkpoint_if_cancelled
 
     def __repr__(self) -> str:
         return (
@@ -151,11 +154,11 @@ class InteractiveSession:
         try:
             # A queued frame is taken without a trip through the event loop (one per frame on
             # each side is most of the per-message cost); a cancelled caller still stops here.
-            await anyio.lowlevel.checkpoint_if_cancelled()
+            await self._checkpoint_if_cancelled()
             try:
-                return self._frames_out.receive_nowait()
+                return self._frames.get_nowait()
             except anyio.WouldBlock:
-                return await self._frames_out.receive()
+                return await self._frames.get()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
 
@@ -170,7 +173,7 @@ class InteractiveSession:
 
     async def run_reader(self) -> None:
         """The reader task: core events into the bounded stream until the terminal frame."""
-        async with self._frames_in:
+        try:
             with self._reader_scope:
                 for frame in self._initial_frames:
                     if not await self._deliver(frame):
@@ -181,6 +184,8 @@ class InteractiveSession:
             if (event := self._session.next_event()) is not SESSION_ENDED:
                 assert isinstance(event, Error)
                 await self._deliver(event)
+        finally:
+            self._frames.close_sender()
 
     def _release(self) -> None:
         # After a client close nothing more is delivered: stop the reader (which closes the
@@ -195,9 +200,9 @@ class InteractiveSession:
         try:
             # As in __anext__: straight into the queue while it has room; wait only when full.
             try:
-                self._frames_in.send_nowait(frame)
+                self._frames.put_nowait(frame)
             except anyio.WouldBlock:
-                await self._frames_in.send(frame)
+                await self._frames.put(frame)
         except anyio.BrokenResourceError:
             return False  # The consumer closed: nothing more to deliver.
         return True
@@ -222,4 +227,4 @@ async def run_session(
                     await session.aclose()
                     tasks.cancel_scope.cancel()
     finally:
-        session._frames_out.close()
+        session._frames.close_receiver()

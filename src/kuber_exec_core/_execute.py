@@ -15,7 +15,7 @@ from typing import Literal
 
 import attrs
 
-from ._channels import Message
+from ._channels import Channel, Message
 from ._errors import ExecError, ExecErrorCode, ExecOutputLimitError, StreamName
 from ._frames import Error, Exit, Stderr, Stdin, Stdout
 from ._session import NEED_DATA, SESSION_ENDED, ExecSession, SessionSignal
@@ -74,7 +74,7 @@ class OutputBuffer:
         self.size = 0
         self._buffer = io.BytesIO()
 
-    def add(self, data: bytes) -> None:
+    def add(self, data: bytes | memoryview) -> None:
         """Keep ``data``, or raise ``ExecOutputLimitError`` if it would pass the cap."""
         if self.size + len(data) > self.cap:
             raise ExecOutputLimitError(self.stream, self.cap)
@@ -167,8 +167,13 @@ class ExecuteRun:
             raise
 
     def _next_event(self) -> ExecResult | Literal[SessionSignal.NEED_DATA]:
+        session = self.session
         while True:
-            event = self.session.next_event()
+            # Output straight from the message into its buffer: one copy, not two.
+            while (output := session.take_output()) is not None:
+                channel, view = output
+                (self._stdout if channel == Channel.STDOUT else self._stderr).add(view)
+            event = session.next_event()
             if event is NEED_DATA:
                 return NEED_DATA
             if isinstance(event, Stdout):

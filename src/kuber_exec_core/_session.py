@@ -57,6 +57,10 @@ class SessionSignal(enum.Enum):
     SESSION_ENDED = "SESSION_ENDED"
 
 
+# The fast path's channel numbers, as plain ints (comparing with an IntEnum member costs more).
+_STDOUT = int(Channel.STDOUT)
+_STDERR = int(Channel.STDERR)
+
 NEED_DATA: Literal[SessionSignal.NEED_DATA] = SessionSignal.NEED_DATA
 SESSION_ENDED: Literal[SessionSignal.SESSION_ENDED] = SessionSignal.SESSION_ENDED
 
@@ -106,6 +110,11 @@ class ExecSession:
         self.stdin = stdin
         self.max_stdin_frame_bytes = max_stdin_frame_bytes
         self._state = SessionState.OPEN
+        # ``_state in TERMINAL_STATES``, kept with the state: it is asked several times per
+        # message, and hashing an enum member runs Python code.
+        self._finished = False
+        # Binary subprotocols decode stdout/stderr on a fast path in next_event (see there).
+        self._binary = not subprotocol.is_base64
         self._pending: deque[Message] = deque()
         self._transport_ended = False
         self._transport_clean = False
@@ -133,7 +142,7 @@ class ExecSession:
     def is_finished(self) -> bool:
         """Whether the session is over (ENDED or CLOSED): nothing more is received, and
         ``next_event`` yields at most the terminal frame of a local end (then ``SESSION_ENDED``)."""
-        return self._state in TERMINAL_STATES
+        return self._finished
 
     @property
     def final_frame(self) -> Exit | Error | None:
@@ -166,7 +175,7 @@ class ExecSession:
         """Whether a supervised session has not yet read its start mark and is still running
         (a TTY session holds its stdin until then: the terminal would echo it, and a ^C would
         reach the prologue's shell)."""
-        return self._mark_head is not None and not self.is_finished
+        return self._mark_head is not None and not self._finished
 
     @property
     def server_reported_end(self) -> bool:
@@ -181,13 +190,13 @@ class ExecSession:
         """Whether part of a status arrived and its end has not: a pre-v4 failure text (which
         ends only with the connection) or a v4/v5 Status split over messages. A driver bounds
         how long it waits for the rest, then calls ``connection_closed``."""
-        return not self.is_finished and self._status.pending
+        return not self._finished and self._status.pending
 
     # -- received side -------------------------------------------------------------------------
 
     def receive_message(self, message: Message) -> None:
         """Feed one whole WebSocket message. Messages after the end are discarded."""
-        if self.is_finished or self._transport_ended:
+        if self._finished or self._transport_ended:
             return
         self._pending.append(message)
 
@@ -207,9 +216,30 @@ class ExecSession:
         After a local end (:meth:`end`) the next call yields its ``Error`` (the terminal frame),
         and every later one ``SESSION_ENDED``.
         """
-        while not self.is_finished:
-            if self._pending:
-                frame = self._decode(self._pending.popleft())
+        pending = self._pending
+        while not self._finished:
+            if pending:
+                message = pending.popleft()
+                # The fast path, for almost every message of a transfer: a binary stdout or
+                # stderr payload once the start mark is read. An output frame changes no state
+                # (OPEN and STDIN_CLOSED each go to themselves), so the table is not consulted;
+                # everything else takes the general path below.
+                if (
+                    self._binary
+                    and self._mark_head is None
+                    and type(message) is bytes
+                    and len(message) > 1
+                ):
+                    channel = message[0]
+                    if channel == _STDOUT:
+                        payload = message[1:]
+                        self._bytes_out += len(payload)
+                        return Stdout(payload)
+                    if channel == _STDERR:
+                        payload = message[1:]
+                        self._bytes_out += len(payload)
+                        return Stderr(payload)
+                frame = self._decode(message)
                 if frame is None:
                     continue
             elif self._transport_ended:
@@ -227,6 +257,25 @@ class ExecSession:
             return frame
         return SESSION_ENDED
 
+    def take_output(self) -> tuple[int, memoryview] | None:
+        """The next message's output payload, without a copy, for a consumer that keeps the
+        bytes itself (``execute``'s buffers): ``(channel, view)`` when the next undecoded message
+        is binary stdout (1) or stderr (2) output that :meth:`next_event` would yield as a
+        frame, else ``None`` (then :meth:`next_event` decides). The bytes count as received.
+        """
+        pending = self._pending
+        if not pending or self._finished or not self._binary or self._mark_head is not None:
+            return None
+        message = pending[0]
+        if type(message) is not bytes or len(message) < 2:
+            return None
+        channel = message[0]
+        if channel != _STDOUT and channel != _STDERR:
+            return None
+        pending.popleft()
+        self._bytes_out += len(message) - 1
+        return channel, memoryview(message)[1:]
+
     def end(self, error: Error) -> bool:
         """End the session here, with ``error`` as its terminal frame (a session limit, the
         caller, a cleanup): OPEN and STDIN_CLOSED go to ENDED, messages not yet decoded are
@@ -242,7 +291,7 @@ class ExecSession:
         """
         if not isinstance(error, Error):
             raise TypeError(f"end() takes an Error frame, not {type(error).__name__}")
-        was_finished = self.is_finished
+        was_finished = self._finished
         self._apply(SessionInput.ENDED_LOCALLY)
         if was_finished:
             return False
@@ -406,10 +455,12 @@ class ExecSession:
         key = (self._state, event)
         if key in TRANSITIONS:
             self._state = TRANSITIONS[key]
+            self._finished = self._state in TERMINAL_STATES
             return
         self._check(event)
         # Unreachable by construction (see the state module); fail closed rather than carry on.
         self._state = SessionState.ENDED
+        self._finished = True
         raise ExecProtocolError(f"{event.value} is not allowed in state {key[0].value}")
 
 

@@ -337,17 +337,60 @@ async def test_a_message_over_the_limit_names_the_cause_and_the_limit(
 ) -> None:
     mark = marker()
     backend = adapter.KubernetesBackend(
-        adapter.ClusterConfig(sandbox.url), transport=SmallMessages(adapter, 16384)
+        adapter.ClusterConfig(sandbox.url), transport=SmallMessages(adapter, 4096)
     )
     async with backend:
         service = adapter.ExecService(backend, cleanup_grace=GRACE)
         # One message over the limit, then quiet: a second one, arriving while the first
         # close is under way, makes trio-websocket's reader raise LocalProtocolError into its
         # nursery (a trio-websocket bug, noted in docs/cleanup.md's limits).
-        script = f"head -c 20000 /dev/zero; exec sleep {mark}"
+        # 6,000 bytes: one write, so one read and one message in the sandbox. 20,000 were
+        # written in 8 KiB pieces that could each arrive under the limit: then nothing was
+        # over it, and the test waited for the sleep.
+        script = f"head -c 6000 /dev/zero; exec sleep {mark}"
         with pytest.raises(ExecError) as raised:
             await service.execute(request("sh", "-c", script))
     message = raised.value.message
-    assert "a server message exceeded the 16384 bytes message limit" in message, message
+    assert "a server message exceeded the 4096 bytes message limit" in message, message
     assert "1009" in message
     assert left_running(mark) == []  # the cleanup's own messages are small
+
+
+async def test_a_burst_of_leaving_sessions_is_cleaned_up_a_bounded_number_at_a_time(
+    audited_service: Any,
+) -> None:
+    # Leaving many sessions at once must not start as many cleanup execs: with 10,000 on the
+    # benchmark server none finished in time. Here the limit is 2 and 6 sessions leave at once.
+    from kuber_exec_anyio._supervise import CleanupSlots
+
+    slots = audited_service._cleanup_slots = CleanupSlots(limit=2)
+    mark = marker()
+    most = 0
+    count = 6
+
+    async def leave_one(ready: anyio.Event, leave: anyio.Event) -> None:
+        command = f"echo ready; exec sleep {mark}"
+        async with audited_service.open_interactive(request("sh", "-c", command)) as session:
+            async for frame in session:
+                if isinstance(frame, Stdout) and b"ready" in frame.data:
+                    break
+            ready.set()
+            await leave.wait()
+
+    leave = anyio.Event()
+    async with anyio.create_task_group() as tasks:
+        readies = [anyio.Event() for _ in range(count)]
+        for ready in readies:
+            tasks.start_soon(leave_one, ready, leave)
+        for ready in readies:
+            await ready.wait()
+        await started(mark, count)
+        leave.set()
+        # Watch the slots until every session has left (a checkpoint per look, no sleep).
+        while len([e for e in audited_service.events if e.phase == "ended"]) < count:
+            most = max(most, slots.limiter.borrowed_tokens)
+            await anyio.lowlevel.checkpoint()
+    assert 1 <= most <= 2
+    assert left_running(mark) == []
+    outcomes = [e.cleanup for e in audited_service.events if e.phase == "ended"]
+    assert outcomes == [CleanupOutcome.TERMINATED] * count

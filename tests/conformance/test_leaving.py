@@ -68,10 +68,8 @@ async def test_leaving_with_a_full_frame_queue(
         async with service.open_interactive(run("yes"), tty=False, queue_capacity=2) as session:
             assert isinstance(await session.__anext__(), Stdout)
             # The reader is blocked on the full queue: every buffer behind it fills.
-            stream = session._frames_in
-            await eventually(
-                lambda: stream.statistics().tasks_waiting_send == 1, "the queue did not fill"
-            )
+            frames = session._frames
+            await eventually(lambda: frames.senders_waiting == 1, "the queue did not fill")
             left = anyio.current_time()
         elapsed = anyio.current_time() - left
     assert elapsed < BOUND, f"leaving took {elapsed:.2f} s"
