@@ -1,10 +1,10 @@
 """``InteractiveSession``: a running interactive exec, its frames and its bounded queue.
 
 One reader task ("next event; if it needs data, await a message and feed it") moves frames from
-the core's session into a bounded memory stream of ``queue_capacity`` frames; when the consumer
-stops reading, the stream fills, the reader stops reading the socket, and TCP pushes back on the
-server. One locked send path writes the client's frames. The core decides everything else: which
-frames may be sent, when and how the session has ended (its ``final_frame``), what a close
+the core's session into a bounded queue (``FrameQueue``) of ``queue_capacity`` frames; when the
+consumer stops reading, the queue fills, the reader stops reading the socket, and TCP pushes back
+on the server. One locked send path writes the client's frames. The core decides everything else:
+which frames may be sent, when and how the session has ended (its ``final_frame``), what a close
 means, and the bytes moved. :func:`run_session` is the session's life in its owner's hands: the
 reader, the time limits, and the release of both when the owner's block is left.
 """
