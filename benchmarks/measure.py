@@ -258,12 +258,17 @@ async def bare_trio(
 async def bare_asyncio(url: str, pod: str, command: list[str]) -> Transfer:
     from websockets.asyncio.client import connect
 
+    return await _bare_websockets(connect, url, pod, command)
+
+
+async def _bare_websockets(connect: Any, url: str, pod: str, command: list[str]) -> Transfer:
+    """The ``websockets`` bare loop with ``connect`` (its asyncio or its trio client)."""
     received = 0
     stopwatch = Stopwatch()
     stopwatch.start()
     async with connect(
         exec_url(url, pod, command),
-        subprotocols=[V5],  # type: ignore[list-item]
+        subprotocols=[V5],
         compression=None,
         max_size=MAX_MESSAGE_BYTES,
         max_queue=ASYNCIO_MAX_QUEUE,
@@ -435,24 +440,7 @@ async def bare_trio_websockets(url: str, pod: str, command: list[str]) -> Transf
     could replace trio-websocket, with the asyncio bare loop's settings."""
     from websockets.trio.client import connect
 
-    received = 0
-    stopwatch = Stopwatch()
-    stopwatch.start()
-    async with connect(
-        exec_url(url, pod, command),
-        subprotocols=[V5],  # type: ignore[list-item]
-        compression=None,
-        max_size=MAX_MESSAGE_BYTES,
-        max_queue=ASYNCIO_MAX_QUEUE,
-        ping_interval=None,
-        proxy=None,
-    ) as websocket:
-        if websocket.subprotocol != V5:
-            raise RuntimeError(f"negotiated {websocket.subprotocol!r}")
-        async for message in websocket:
-            if isinstance(message, bytes) and message[0] == STDOUT_CHANNEL:
-                received += len(message) - 1
-    return stopwatch.stop(received)
+    return await _bare_websockets(connect, url, pod, command)
 
 
 def raw_sink(url: str, pod: str, command: list[str], size: int) -> Transfer:
