@@ -2,78 +2,52 @@
 
 The same contract as an anyio memory object stream of ``capacity`` items (one sending side, one
 receiving side; closing the sender ends the receiver's iteration once the queue is drained;
-closing the receiver breaks the sender), built on the running library's own waiting primitive
-(an asyncio future, a trio parking lot) instead of anyio's. Every output frame of a session
-passes through here, and anyio's stream wakes a waiting receiver through two layers of events
-(its own ``Event`` over the library's), which was a measured share of each frame's cost.
+closing the receiver breaks the sender), with less per item: every output frame of a session
+passes through here, and anyio's stream (its statistics, its hand-over of an item to a waiting
+receiver) was a measured share of each frame's cost. A task waits on an anyio ``Event`` only
+when the queue is empty (or full).
 
 A wake-up only says "look again": items stay in the queue until taken, so a waiter cancelled
-after being woken loses nothing. Cancellation is the running library's (and so anyio's).
+after being woken loses nothing. Cancellation is anyio's.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
-from collections.abc import Callable, Coroutine
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import anyio
-from anyio._core._eventloop import current_async_library
 
 __all__ = ["FrameQueue"]
 
 T = TypeVar("T")
 
 
-class _AsyncioWaiters:
-    """Tasks waiting for a change, as asyncio futures."""
+class _Waiters:
+    """Tasks waiting for a change: one anyio event per wait, set by :meth:`wake_all`."""
+
+    __slots__ = ("_events",)
 
     def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._futures: deque[asyncio.Future[None]] = deque()
+        self._events: list[anyio.Event] = []
 
     def __len__(self) -> int:
-        return len(self._futures)
+        return len(self._events)
 
     async def wait(self) -> None:
-        future = self._loop.create_future()
-        self._futures.append(future)
+        event = anyio.Event()
+        self._events.append(event)
         try:
-            await future
+            await event.wait()
         finally:
-            # Woken futures were taken off already; a cancelled wait leaves its own.
-            if future in self._futures:
-                self._futures.remove(future)
+            # Woken events were taken off already; a cancelled wait leaves its own.
+            if event in self._events:
+                self._events.remove(event)
 
     def wake_all(self) -> None:
-        futures = self._futures
-        while futures:
-            future = futures.popleft()
-            if not future.done():
-                future.set_result(None)
-
-
-class _TrioWaiters:
-    """Tasks waiting for a change, parked in a trio parking lot."""
-
-    def __init__(self) -> None:
-        import trio  # Only imported under trio: the asyncio binding does not depend on it.
-
-        self._lot = trio.lowlevel.ParkingLot()
-        self.wait: Callable[[], Coroutine[Any, Any, None]] = self._lot.park
-
-    def __len__(self) -> int:
-        return len(self._lot)
-
-    def wake_all(self) -> None:
-        self._lot.unpark_all()
-
-
-def _waiters() -> _AsyncioWaiters | _TrioWaiters:
-    if current_async_library() == "trio":
-        return _TrioWaiters()
-    return _AsyncioWaiters()
+        events, self._events = self._events, []
+        for event in events:
+            event.set()
 
 
 class FrameQueue(Generic[T]):
@@ -94,8 +68,8 @@ class FrameQueue(Generic[T]):
         self._items: deque[T] = deque()
         self._sender_closed = False
         self._receiver_closed = False
-        self._getters = _waiters()
-        self._putters = _waiters()
+        self._getters = _Waiters()
+        self._putters = _Waiters()
 
     def __repr__(self) -> str:
         return f"<FrameQueue {len(self._items)}/{self._capacity}>"
