@@ -180,15 +180,22 @@ async def _close(transport: WebSocketTransport, graceful: bool, budget: float) -
     # round trip, bounded by ``budget``, while whatever the server still sends is read and
     # dropped (unread messages would otherwise hide its Close reply behind backpressure).
     # Either way the TCP connection is dropped afterwards, so nothing outlives the block.
-    graceful = graceful and anyio.current_effective_deadline() != -math.inf
-    with anyio.CancelScope(shield=True):
-        if graceful:
-            with anyio.move_on_after(budget):
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(_discard_incoming, transport)
-                    await transport.aclose()
-                    tasks.cancel_scope.cancel()
-        transport.abort()
+    #
+    # A transport that knows the handshake is already over (the server's Close arrived and the
+    # library has written its reply, as after every exec's status) says so with a true
+    # ``closing_handshake_done``: then nothing is left to wait for and no reader task is
+    # started (that task and its scopes were a measurable share of a short exec; issue 19).
+    if (
+        graceful
+        and not getattr(transport, "closing_handshake_done", False)
+        and anyio.current_effective_deadline() != -math.inf
+    ):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(budget):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(_discard_incoming, transport)
+                await transport.aclose()
+                tasks.cancel_scope.cancel()
+    transport.abort()
 
 
 async def _discard_incoming(transport: WebSocketTransport) -> None:

@@ -361,12 +361,15 @@ class ExecService:
 
 async def _run_execute(run: ExecuteRun, connection: ExecConnection) -> ExecResult:
     messages = run.stdin_messages()
+    if not messages:
+        # Nothing to send: no sender task (its task group is a measurable share of a short
+        # command's cost; issue 19).
+        return await collect_execute(run, connection)
     with single_exception():
         async with anyio.create_task_group() as tasks:
-            if messages:
-                # Concurrently with reading: a command that echoes a large stdin would
-                # otherwise fill every buffer and deadlock.
-                tasks.start_soon(send_quietly, connection, messages)
+            # Concurrently with reading: a command that echoes a large stdin would otherwise
+            # fill every buffer and deadlock.
+            tasks.start_soon(send_quietly, connection, messages)
             result = await collect_execute(run, connection)
             tasks.cancel_scope.cancel()
     return result

@@ -59,6 +59,14 @@ class AsyncioWebSocketTransport:
     def subprotocol(self) -> str | None:
         return self._websocket.subprotocol
 
+    @property
+    def closing_handshake_done(self) -> bool:
+        """Whether the server's Close frame arrived and ours went out: ``websockets`` replies
+        to the server's Close as it parses it, so nothing is left to wait for before the abort
+        (read by the shared close, ``kuber_exec_anyio._connection``)."""
+        protocol = self._websocket.protocol
+        return protocol.close_rcvd is not None and protocol.close_sent is not None
+
     def _gone(self) -> bool:
         transport = self._websocket.transport
         return transport is None or transport.is_closing()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 import attrs
 
@@ -11,7 +11,29 @@ from ._errors import ExecError, ExecErrorCode
 from ._kube_api import PODS
 from ._target import ResolvedTarget
 
-__all__ = ["ExecQuery", "ExecStreams", "exec_path", "parse_exec_flag", "parse_exec_query"]
+__all__ = [
+    "ExecQuery",
+    "ExecStreams",
+    "exec_path",
+    "parse_exec_flag",
+    "parse_exec_query",
+    "quote_value",
+]
+
+# What ``quote(value, safe="")`` leaves as it is: RFC 3986's unreserved characters.
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+# Every other ASCII character to its percent-encoding, for ``str.translate``: one C loop over
+# the value instead of a Python call per byte (the supervised prologue is ~400 characters, and
+# ``quote`` took a measurable share of a short exec's CPU).
+_ASCII_QUOTED = {code: f"%{code:02X}" for code in range(128) if chr(code) not in _UNRESERVED}
+
+
+def quote_value(value: str) -> str:
+    """``value`` percent-encoded as a query component: exactly ``urllib.parse.quote(value,
+    safe="")`` (UTF-8 for non-ASCII), computed faster for ASCII text."""
+    if value.isascii():
+        return value.translate(_ASCII_QUOTED)
+    return quote(value, safe="")
 
 
 @attrs.frozen(kw_only=True)
@@ -44,7 +66,8 @@ def exec_path(target: ResolvedTarget, command: Sequence[str], streams: ExecStrea
         if enabled:
             query.append((name, "true"))
     path = PODS.object_path(target.namespace, target.pod)
-    return f"{path}/exec?{urlencode(query, quote_via=quote)}"
+    encoded = "&".join(f"{name}={quote_value(value)}" for name, value in query)
+    return f"{path}/exec?{encoded}"
 
 
 def parse_exec_flag(values: Sequence[str]) -> bool:

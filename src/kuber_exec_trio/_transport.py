@@ -57,6 +57,15 @@ class TrioWebSocketTransport:
     def subprotocol(self) -> str | None:
         return self._websocket.subprotocol
 
+    @property
+    def closing_handshake_done(self) -> bool:
+        """Whether the server's Close frame arrived and trio-websocket has sent its reply (it
+        sets its handshake event only after the reply went out), so the shared close has
+        nothing to wait for (``kuber_exec_anyio._connection``). trio-websocket has no public
+        flag for it: a version without this event reads as "not done" (the full close)."""
+        handshake = getattr(self._websocket, "_close_handshake", None)
+        return isinstance(handshake, trio.Event) and handshake.is_set()
+
     async def send(self, message: Message) -> None:
         try:
             await self._websocket.send_message(message)

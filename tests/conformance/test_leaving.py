@@ -127,3 +127,39 @@ async def test_stdin_the_command_never_reads_raises_nothing_raw(adapter: Any, sa
             result = await service.execute(run("echo", "hi"), stdin=b"y" * 10_000_000)
             assert (result.exit_code, result.stdout) == (0, b"hi\n")
     await no_leaks(sandbox, baseline_fds)
+
+
+async def drain(transport: Any) -> None:
+    """Receive until the transport raises (the connection has ended)."""
+    while True:
+        await transport.receive()
+
+
+async def test_the_transport_reports_the_servers_finished_close_handshake(
+    adapter: Any, sandbox: Any, anyio_backend: str
+) -> None:
+    # The shared close skips its handshake when the transport says it is over (issue 19's
+    # latency work): true only once the server's Close arrived and the library answered it.
+    from kuber_exec_anyio.transport import TransportClosed, TransportOptions
+    from kuber_exec_asyncio._transport import open_asyncio_transport
+    from kuber_exec_core import ExecStreams
+    from kuber_exec_core.kube import exec_path
+    from kuber_exec_trio._transport import open_trio_transport
+
+    opener = open_trio_transport if anyio_backend == "trio" else open_asyncio_transport
+    async with backend_for(adapter, sandbox) as backend:
+        target = await adapter.ExecService(backend).resolve_target(run("true"))
+    url = sandbox.url.replace("http", "ws", 1) + exec_path(target, ["true"], ExecStreams())
+    options = TransportOptions(
+        url=url,
+        subprotocols=("v5.channel.k8s.io",),
+        ssl_context=None,
+        headers=(),
+        connect_timeout=10.0,
+    )
+    async with opener(options) as transport:
+        assert not transport.closing_handshake_done  # open: the server has not closed yet
+        with anyio.fail_after(10), pytest.raises(TransportClosed):
+            await drain(transport)
+        # receive() ends once the server's Close is read; the library's reply follows at once.
+        await eventually(lambda: transport.closing_handshake_done, "the handshake never ended")

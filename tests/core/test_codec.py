@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 import pytest
 from hypothesis import given
@@ -29,6 +29,7 @@ from kuber_exec_core import (
     Subprotocol,
 )
 from kuber_exec_core import testing as kt
+from kuber_exec_core._exec_url import quote_value
 from kuber_exec_core.channels import (
     ALL_SUBPROTOCOLS,
     MAX_CLIENT_PAYLOAD_BYTES,
@@ -507,6 +508,35 @@ def test_exec_path_flags(streams: ExecStreams, flags: list[str]) -> None:
     assert [k for k, v in query if v == "true"] == flags
     # False flags are omitted, never sent empty (the server reads any present value as true).
     assert {k for k, _ in query} == {"command", "container", *flags}
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8")) | st.sampled_from(NASTY))
+def test_quote_value_is_quote_without_safe_characters(value: str) -> None:
+    # The table-driven fast path must not differ from the standard library by one character.
+    assert quote_value(value) == quote(value, safe="")
+
+
+def test_quote_value_encodes_every_ascii_character_as_quote_does() -> None:
+    every = "".join(chr(code) for code in range(128))
+    assert quote_value(every) == quote(every, safe="")
+
+
+@given(
+    st.lists(st.text(alphabet=st.characters(codec="utf-8")), min_size=1, max_size=4),
+    st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=10),
+)
+def test_exec_path_query_is_urlencode_of_the_argv(command: list[str], container: str) -> None:
+    path = exec_path(_target(container=container), command, ExecStreams())
+    expected = urlencode(
+        [
+            *(("command", c) for c in command),
+            ("container", container),
+            ("stdout", "true"),
+            ("stderr", "true"),
+        ],
+        quote_via=quote,
+    )
+    assert urlsplit(path).query == expected
 
 
 @given(
