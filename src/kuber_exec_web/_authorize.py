@@ -17,6 +17,7 @@ __all__ = [
     "TerminalGrant",
     "TerminalRefused",
     "TerminalRequest",
+    "bearer_from_authorization",
     "call_authorize",
     "token_authorizer",
 ]
@@ -108,3 +109,10 @@ def token_authorizer(token: str, workspace: Workspace) -> Callable[[TerminalRequ
         return workspace
 
     return authorize
+
+
+def bearer_from_authorization(header: str) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header value; ``None`` for any other
+    scheme or an empty token."""
+    scheme, _, value = header.partition(" ")
+    return (value.strip() or None) if scheme.lower() == "bearer" else None

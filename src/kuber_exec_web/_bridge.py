@@ -50,6 +50,7 @@ from ._authorize import (
     Authorize,
     TerminalRefused,
     TerminalRequest,
+    bearer_from_authorization,
     call_authorize,
 )
 from ._recordings import RecordingStore
@@ -154,10 +155,7 @@ def _bearer_token(websocket: WebSocket) -> str | None:
     for offered in websocket.scope.get("subprotocols", ()):
         if offered.startswith(BEARER_PREFIX):
             return str(offered[len(BEARER_PREFIX) :]) or None
-    scheme, _, value = websocket.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip()
-    return None
+    return bearer_from_authorization(websocket.headers.get("authorization", ""))
 
 
 def _dimension(value: str | None, default: int) -> int:

@@ -43,7 +43,14 @@ from kuber_exec_anyio import (
 )
 from kuber_exec_core import Impersonation, Workspace
 
-from ._authorize import Authorize, TerminalGrant, TerminalRefused, TerminalRequest, call_authorize
+from ._authorize import (
+    Authorize,
+    TerminalGrant,
+    TerminalRefused,
+    TerminalRequest,
+    bearer_from_authorization,
+    call_authorize,
+)
 
 __all__ = ["DEFAULT_MAX_UPLOAD_BYTES", "MARKER_VARIABLE", "FileTransfer", "TerminalRegistry"]
 
@@ -149,11 +156,6 @@ def _refusal_of(error: ExecError) -> _Refusal:
     return _Refusal(_CODE_STATUS.get(error.code, 502), error.code.value, error.message)
 
 
-def _bearer(request: Request) -> str | None:
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    return value.strip() or None if scheme.lower() == "bearer" else None
-
-
 def _file_name(value: str | None) -> str:
     """An upload's name: one path component, no NUL, not ``.`` or ``..``."""
     if (
@@ -237,7 +239,7 @@ class FileTransfer:
             query=query,
             deployment=deployment,
             container=container,
-            bearer_token=_bearer(request),
+            bearer_token=bearer_from_authorization(request.headers.get("authorization", "")),
         )
         try:
             grant = await call_authorize(self.authorize, asked)
