@@ -219,27 +219,16 @@ class ExecSession:
         pending = self._pending
         while not self._finished:
             if pending:
-                message = pending.popleft()
-                # The fast path, for almost every message of a transfer: a binary stdout or
-                # stderr payload once the start mark is read. An output frame changes no state
-                # (OPEN and STDIN_CLOSED each go to themselves), so the table is not consulted;
-                # everything else takes the general path below.
-                if (
-                    self._binary
-                    and self._mark_head is None
-                    and type(message) is bytes
-                    and len(message) > 1
-                ):
-                    channel = message[0]
-                    if channel == _STDOUT:
-                        payload = message[1:]
-                        self._bytes_out += len(payload)
-                        return Stdout(payload)
-                    if channel == _STDERR:
-                        payload = message[1:]
-                        self._bytes_out += len(payload)
-                        return Stderr(payload)
-                frame = self._decode(message)
+                # The fast path, for almost every message of a transfer: binary stdout or
+                # stderr output. An output frame changes no state (OPEN and STDIN_CLOSED each
+                # go to themselves), so the table is not consulted.
+                output = self._pop_output()
+                if output is not None:
+                    channel, message = output
+                    payload = message[1:]
+                    self._bytes_out += len(payload)
+                    return Stdout(payload) if channel == _STDOUT else Stderr(payload)
+                frame = self._decode(pending.popleft())
                 if frame is None:
                     continue
             elif self._transport_ended:
@@ -263,6 +252,18 @@ class ExecSession:
         is binary stdout (1) or stderr (2) output that :meth:`next_event` would yield as a
         frame, else ``None`` (then :meth:`next_event` decides). The bytes count as received.
         """
+        output = self._pop_output()
+        if output is None:
+            return None
+        channel, message = output
+        self._bytes_out += len(message) - 1
+        return channel, memoryview(message)[1:]
+
+    def _pop_output(self) -> tuple[int, bytes] | None:
+        # The next undecoded message and its channel, taken off the queue, when it is plain
+        # binary output that needs no decoding: a bytes message with a payload on stdout or
+        # stderr, on a binary subprotocol, once the start mark is read, in a running session.
+        # Else None, and the message stays for the general decoder (_decode).
         pending = self._pending
         if not pending or self._finished or not self._binary or self._mark_head is not None:
             return None
@@ -273,8 +274,7 @@ class ExecSession:
         if channel != _STDOUT and channel != _STDERR:
             return None
         pending.popleft()
-        self._bytes_out += len(message) - 1
-        return channel, memoryview(message)[1:]
+        return channel, message
 
     def end(self, error: Error) -> bool:
         """End the session here, with ``error`` as its terminal frame (a session limit, the
