@@ -167,14 +167,16 @@ def output(frames: list[ServerFrame], kind: type[Stdout] | type[Stderr]) -> byte
     return b"".join(frame.data for frame in frames if isinstance(frame, kind))
 
 
-async def read_until(session: Any, needle: bytes) -> bytes:
-    """Read stdout frames until ``needle`` appears; return everything read."""
+async def read_until(session: Any, needle: bytes, *, after: bytes = b"") -> bytes:
+    """Read stdout frames until ``needle`` appears (after ``after``, when given); return
+    everything read."""
     seen = b""
     with anyio.fail_after(15):
         async for frame in session:
             assert isinstance(frame, Stdout), frame
             seen += frame.data
-            if needle in seen:
+            start = seen.find(after)
+            if start >= 0 and needle in seen[start + len(after) :]:
                 return seen
     raise AssertionError(f"the session ended before {needle!r}: {seen!r}")
 
@@ -376,16 +378,34 @@ async def test_v4_session_refuses_stdin_eof_clearly_and_stays_usable(service: An
     await eventually(lambda: not processes_with_argv(argv), "the remote cat to exit")
 
 
+async def until_terminal_size(session: Any, rows: int, columns: int) -> None:
+    """Ask the shell for its terminal size until it reports ``rows`` x ``columns``.
+
+    The streaming server applies a resize (channel 4) in its own goroutine, unordered with
+    the stdin (channel 0) sent after it, so a ``stty size`` right behind a Resize may still
+    see the old size. Each try waits for the shell's answer; the retries are bounded."""
+    wanted = f"{rows} {columns}".encode()
+    answers: list[bytes] = []
+    for _ in range(POLL_ATTEMPTS):
+        await session.send(Stdin(b"stty size\n"))
+        echo = b"stty size\r\n"
+        seen = await read_until(session, b"\r\n", after=echo)
+        answers.append(seen[seen.find(echo) + len(echo) :].split(b"\r\n")[0])
+        if answers[-1] == wanted:
+            return
+        await anyio.sleep(POLL_INTERVAL)
+    raise AssertionError(f"the terminal never became {wanted!r}: {answers[-3:]!r}")
+
+
 async def test_tty_follows_resize(service: Any, backend: RuntimeBackend) -> None:
     async with service.open_interactive(request("sh")) as session:
         assert session.protocol is Subprotocol.V4
         await session.send(Resize(80, 24))
-        await session.send(Stdin(b"stty size\n"))
-        await read_until(session, b"24 80\r\n")
+        await until_terminal_size(session, 24, 80)
         await session.send(Resize(123, 45))
-        await session.send(Stdin(b"stty size; exit 5\n"))
+        await until_terminal_size(session, 45, 123)
+        await session.send(Stdin(b"exit 5\n"))
         frames = await collect(session)
-    assert b"45 123\r\n" in output(frames, Stdout)
     assert not any(isinstance(frame, Stderr) for frame in frames)
     assert frames[-1] == Exit(5, "NonZeroExitCode", frames[-1].message)  # type: ignore[attr-defined]
     assert backend.calls[0].streams == ExecStreams(stdin=True, stdout=True, stderr=False, tty=True)
