@@ -42,7 +42,7 @@ from kuber_exec_trio import (
     Stdout,
 )
 
-from ._terminal import raw_terminal, watch_window_size
+from ._terminal import raw_terminal, terminal_size, watch_window_size
 
 __all__ = ["LocalStreams", "stream_session"]
 
@@ -95,6 +95,11 @@ async def stream_session(
     # Without -i the command gets no stdin stream at all (end of input at once, on every
     # subprotocol); with a TTY stdin stays requested, as kubectl does: some runtimes lose a
     # TTY's output when it has no stdin.
+    size_fd = _size_fd(streams, stdin=stdin) if tty else None
+    if recording is not None and size_fd is not None and (size := terminal_size(size_fd)):
+        # The header's size is known before the session opens: the first Resize is sent only
+        # after connecting, and output that comes before it would fix the header at 80x24.
+        recording = attrs.evolve(recording, columns=size[0], rows=size[1])
     async with service.open_interactive(
         request, tty=tty, stdin=stdin or tty, recording=recording
     ) as session:
@@ -108,7 +113,6 @@ async def stream_session(
                 f"{session.protocol.value}, which cannot (the command had started and was "
                 f"disconnected); use -it for an interactive shell, or run it without -i",
             )
-        size_fd = _size_fd(streams, stdin=stdin) if tty else None
         raw: AbstractContextManager[None] = (
             raw_terminal(streams.stdin_fd) if tty and stdin else nullcontext()
         )

@@ -196,6 +196,8 @@ class AsciicastWriter:
                 "and the cap marker",
             )
         self._header = header
+        # The terminal's size as last recorded (the header's, then each "r" event's).
+        self._size = (header.width, header.height)
         self._max_bytes = max_bytes
         self._started = False
         self._stopped = False
@@ -238,16 +240,24 @@ class AsciicastWriter:
         return self._text(seconds, "i", self._input, data)
 
     def resize(self, seconds: float, columns: int, rows: int) -> bytes:
-        """An ``"r"`` event (``"COLSxROWS"``); before any other line, the header's size.
+        """An ``"r"`` event (``"COLSxROWS"``); before any other line, the header's size. A size
+        the terminal already has is no event (``b""``): a client that knew its size when the
+        recording started (the header's) still sends it once the session opens.
 
         Raises ``ExecError(EXEC_INVALID)`` for a size outside 1..65535.
         """
         seconds = self._time(seconds)
         if not self._started:
             self._header = attrs.evolve(self._header, width=columns, height=rows)
+            self._size = (columns, rows)
             return b""
         size = AsciicastHeader(width=columns, height=rows)
-        return self._emit(seconds, "r", f"{size.width}x{size.height}")
+        if (size.width, size.height) == self._size:
+            return b""
+        line = self._emit(seconds, "r", f"{size.width}x{size.height}")
+        if line:
+            self._size = (size.width, size.height)
+        return line
 
     def marker(self, seconds: float, label: str = "") -> bytes:
         """An ``"m"`` event: a point players let the viewer jump to."""

@@ -195,6 +195,28 @@ def test_a_resize_before_anything_else_sets_the_header_and_later_ones_are_events
     assert events == [[0.5, "o", "é"], [0.75, "r", "80x24"]]
 
 
+_SIZES = st.tuples(st.integers(1, 4), st.integers(1, 4))
+
+
+@given(header=_SIZES, resizes=st.lists(_SIZES, max_size=12))
+def test_a_resize_is_an_event_only_when_it_changes_the_size(
+    header: tuple[int, int], resizes: list[tuple[int, int]]
+) -> None:
+    # A client that knew its size when the recording started still sends it once the session
+    # opens, and a window manager may report the same size twice: neither is a change.
+    writer = AsciicastWriter(AsciicastHeader(width=header[0], height=header[1]))
+    out = writer.output(0.0, b"x")
+    for columns, rows in resizes:
+        out += writer.resize(1.0, columns, rows)
+    written = [event[2] for event in _asciinema_events(out + writer.close(2.0))[1][1:]]
+    expected, size = [], header
+    for resize in resizes:
+        if resize != size:
+            expected.append(f"{resize[0]}x{resize[1]}")
+            size = resize
+    assert written == expected
+
+
 def test_an_empty_recording_is_a_header_and_a_truncated_character_ends_as_fffd() -> None:
     assert AsciicastWriter().close(0.0) == b'{"version": 2, "width": 80, "height": 24}\n'
     writer = AsciicastWriter()
