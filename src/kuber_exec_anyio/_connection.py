@@ -21,6 +21,7 @@ from kuber_exec_core.channels import Message, accept_subprotocol
 
 from ._backend import ConnectionEnd
 from ._groups import single_exception
+from ._keepalive import SharedKeepalive
 from ._transport import TransportClosed, TransportOpener, TransportOptions, WebSocketTransport
 
 __all__ = [
@@ -110,17 +111,33 @@ class WebSocketExecConnection(ConnectionEnd):
         """Ping until cancelled; end the connection when the peer stops answering."""
         while not self._closed:
             await anyio.sleep(interval)
-            with anyio.move_on_after(pong_timeout) as deadline:
-                try:
-                    await self._transport.ping()
-                except TransportClosed:
-                    return
-            if deadline.cancelled_caught and self._receiving:
-                self._end(clean=False, reason=f"no pong from the server within {pong_timeout:g} s")
-                # Dropping the TCP connection wakes the pending receive (TransportClosed), so
-                # receiving needs no cancel scope of its own on the hot path.
-                self._transport.abort()
+            if not await self.ping_once(pong_timeout):
                 return
+
+    async def ping_once(self, pong_timeout: float) -> bool:
+        """One keepalive ping; ``False`` once the connection is over: closed, or declared dead
+        now (no pong within ``pong_timeout`` while waiting for data; see the class)."""
+        if self._closed:
+            return False
+        with anyio.move_on_after(pong_timeout) as deadline:
+            try:
+                await self._transport.ping()
+            except TransportClosed:
+                return False
+        if deadline.cancelled_caught and self._receiving:
+            self._abort(f"no pong from the server within {pong_timeout:g} s")
+            return False
+        return True
+
+    def keepalive_failed(self, error: Exception) -> None:
+        """End the connection because pinging it raised ``error`` (``SharedKeepalive``)."""
+        self._abort(f"the keepalive failed: {type(error).__name__}")
+
+    def _abort(self, reason: str) -> None:
+        self._end(clean=False, reason=reason)
+        # Dropping the TCP connection wakes the pending receive (TransportClosed), so receiving
+        # needs no cancel scope of its own on the hot path.
+        self._transport.abort()
 
 
 @asynccontextmanager
@@ -135,8 +152,12 @@ async def open_exec_connection(
     ping_interval: float | None = DEFAULT_PING_INTERVAL,
     pong_timeout: float = DEFAULT_PONG_TIMEOUT,
     close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+    shared_keepalive: SharedKeepalive | None = None,
 ) -> AsyncIterator[WebSocketExecConnection]:
     """Open the exec WebSocket at ``url`` (``ws``/``wss``/``http``/``https``) through a transport.
+
+    The connection is pinged by ``shared_keepalive`` when one is given (a backend's, for all of
+    its connections: no task of its own), else by a task of its own every ``ping_interval``.
 
     Raises (on entry):
         ExecError: ``EXEC_FAILED`` when the server cannot be reached, the handshake fails or the
@@ -157,14 +178,22 @@ async def open_exec_connection(
         )
         graceful = True
         try:
-            with single_exception():
-                async with anyio.create_task_group() as tasks:
-                    if ping_interval is not None:
+            if shared_keepalive is not None:
+                shared_keepalive.add(connection)
+                try:
+                    yield connection
+                finally:
+                    shared_keepalive.remove(connection)
+            elif ping_interval is None:
+                yield connection
+            else:
+                with single_exception():
+                    async with anyio.create_task_group() as tasks:
                         tasks.start_soon(connection.keepalive, ping_interval, pong_timeout)
-                    try:
-                        yield connection
-                    finally:
-                        tasks.cancel_scope.cancel()
+                        try:
+                            yield connection
+                        finally:
+                            tasks.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             graceful = False
             raise

@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Self
 
 import anyio
+import anyio.abc
 import httpx
 
 from kuber_exec_core import (
@@ -47,6 +48,7 @@ from ._connection import (
 )
 from ._drivers import resolve_target
 from ._identity import current_impersonation, impersonation_headers
+from ._keepalive import SharedKeepalive
 from ._lease_slots import ClusterSlots
 from ._preflight import ExecPreflight
 from ._rest import MAX_CONCURRENT_REQUESTS, RestClient, open_http_client
@@ -133,6 +135,9 @@ class KubernetesBackend:
         self._rest: RestClient | None = None
         # The watch cache while ``watch()`` runs (see "Target cache" in docs/trio.md).
         self._cache: TargetCache | None = None
+        # While open, with a ping interval: the one pinger of every exec connection.
+        self._keepalive: SharedKeepalive | None = None
+        self._keepalive_tasks: anyio.abc.TaskGroup | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config!r})"
@@ -158,6 +163,14 @@ class KubernetesBackend:
             self.config, timeout=self._request_timeout, keepalive_connections=slots
         )
         self._rest = RestClient(self.config, self._http, max_concurrent_requests=slots)
+        if self._ping_interval is not None:
+            # One pinger for every exec connection of the backend (``SharedKeepalive``), in a
+            # task group that lives as long as the ``async with`` block.
+            keepalive = SharedKeepalive(self._ping_interval, self._pong_timeout)
+            tasks = anyio.create_task_group()
+            await tasks.__aenter__()
+            tasks.start_soon(keepalive.run)
+            self._keepalive, self._keepalive_tasks = keepalive, tasks
         return self
 
     async def __aexit__(
@@ -167,9 +180,15 @@ class KubernetesBackend:
         tb: TracebackType | None,
     ) -> None:
         http, self._http, self._rest = self._http, None, None
-        if http is not None:
-            with anyio.CancelScope(shield=True):
-                await http.aclose()
+        tasks, self._keepalive_tasks, self._keepalive = self._keepalive_tasks, None, None
+        try:
+            if tasks is not None:
+                tasks.cancel_scope.cancel()
+                await tasks.__aexit__(None, None, None)
+        finally:
+            if http is not None:
+                with anyio.CancelScope(shield=True):
+                    await http.aclose()
 
     def rest_client(self) -> RestClient:
         """The open backend's REST client (for the Lease slots).
@@ -300,6 +319,7 @@ class KubernetesBackend:
                             ping_interval=self._ping_interval,
                             pong_timeout=self._pong_timeout,
                             close_timeout=self._close_timeout,
+                            shared_keepalive=self._keepalive,
                         )
                     )
                 except ExecError as error:

@@ -113,6 +113,7 @@ async def test_cancellation_at_every_await_point_of_execute(
     baseline_tasks = running_tasks(anyio_backend)
     at = 1
     async with backend_for(adapter, sandbox) as real:
+        backend_tasks = running_tasks(anyio_backend)  # the baseline's and the backend's pinger
         while True:
             backend = CancellingBackend(real, at)
             service = adapter.ExecService(backend)
@@ -123,10 +124,11 @@ async def test_cancellation_at_every_await_point_of_execute(
                 assert result.stdout == b"indone\n"
                 break
             assert scope.cancelled_caught, f"cancellation at point {at} was swallowed"
-            assert running_tasks(anyio_backend) == baseline_tasks, "a task leaked"
+            assert running_tasks(anyio_backend) == backend_tasks, "a task leaked"
             await eventually(lambda: sandbox.live_processes == 0, "a process leaked")
             at += 1
     assert at > 4, "the run had fewer await points than expected"
+    assert running_tasks(anyio_backend) == baseline_tasks, "the backend left a task"
     await eventually(lambda: open_fds() <= baseline_fds, "a socket leaked")
 
 
@@ -137,6 +139,7 @@ async def test_cancellation_at_every_await_point_of_a_session(
     baseline_tasks = running_tasks(anyio_backend)
     at = 1
     async with backend_for(adapter, sandbox) as real:
+        backend_tasks = running_tasks(anyio_backend)  # the baseline's and the backend's pinger
         while True:
             backend = CancellingBackend(real, at)
             service = adapter.ExecService(backend)
@@ -150,10 +153,11 @@ async def test_cancellation_at_every_await_point_of_a_session(
                 assert frames[0] == Stdout(b"x")
                 break
             assert scope.cancelled_caught, f"cancellation at point {at} was swallowed"
-            assert running_tasks(anyio_backend) == baseline_tasks, "a task leaked"
+            assert running_tasks(anyio_backend) == backend_tasks, "a task leaked"
             await eventually(lambda: sandbox.live_processes == 0, "a process leaked")
             at += 1
     assert at > 4
+    assert running_tasks(anyio_backend) == baseline_tasks, "the backend left a task"
     await eventually(lambda: open_fds() <= baseline_fds, "a socket leaked")
 
 
