@@ -22,7 +22,7 @@ logger = logging.getLogger("kuber_exec.keepalive")
 
 
 class Pingable(Protocol):
-    """A connection the keepalive can ping (:class:`WebSocketExecConnection`)."""
+    """A connection the keepalive can ping (``WebSocketExecConnection``)."""
 
     async def ping_once(self, pong_timeout: float) -> bool:
         """One ping; ``False`` once the connection is over (closed, or found dead now)."""
