@@ -4,6 +4,8 @@ or ends only itself, and a backend's sessions cost no keepalive task each."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from types import ModuleType
 from typing import Any
 
@@ -59,13 +61,21 @@ class Peer:
                 await self._pinged.wait()
 
 
-async def test_each_connection_is_pinged_every_interval_until_removed() -> None:
-    keepalive = SharedKeepalive(INTERVAL, pong_timeout=1.0)
-    first, second = Peer(), Peer()
+@asynccontextmanager
+async def pinging(*peers: Peer, pong_timeout: float = 1.0) -> AsyncIterator[SharedKeepalive]:
+    """A running ``SharedKeepalive`` with ``peers`` added (in order); stopped on leaving."""
+    keepalive = SharedKeepalive(INTERVAL, pong_timeout=pong_timeout)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(keepalive.run)
-        keepalive.add(first)
-        keepalive.add(second)
+        for peer in peers:
+            keepalive.add(peer)
+        yield keepalive
+        tasks.cancel_scope.cancel()
+
+
+async def test_each_connection_is_pinged_every_interval_until_removed() -> None:
+    first, second = Peer(), Peer()
+    async with pinging(first, second) as keepalive:
         await first.pinged(3)
         await second.pinged(3)
         keepalive.remove(first)
@@ -73,14 +83,11 @@ async def test_each_connection_is_pinged_every_interval_until_removed() -> None:
         await second.pinged(second.pings + 3)
         assert first.pings == pings
         assert len(keepalive) == 1
-        tasks.cancel_scope.cancel()
 
 
 async def test_the_pinger_sleeps_with_nothing_to_ping_and_wakes_for_a_new_connection() -> None:
-    keepalive = SharedKeepalive(INTERVAL, pong_timeout=1.0)
     peer = Peer()
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(keepalive.run)
+    async with pinging() as keepalive:
         await anyio.wait_all_tasks_blocked()
         keepalive.add(peer)
         await peer.pinged(2)
@@ -88,30 +95,20 @@ async def test_the_pinger_sleeps_with_nothing_to_ping_and_wakes_for_a_new_connec
         await anyio.wait_all_tasks_blocked()  # empty again: waiting for the next connection
         keepalive.add(peer)
         await peer.pinged(peer.pings + 2)
-        tasks.cancel_scope.cancel()
 
 
 async def test_a_connection_that_is_over_is_no_longer_pinged() -> None:
-    keepalive = SharedKeepalive(INTERVAL, pong_timeout=1.0)
     ended, steady = Peer(over_after=2), Peer()
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(keepalive.run)
-        keepalive.add(ended)
-        keepalive.add(steady)
+    async with pinging(ended, steady) as keepalive:
         await ended.pinged(2)
         await steady.pinged(steady.pings + 4)
         assert ended.pings == 2
         assert len(keepalive) == 1
-        tasks.cancel_scope.cancel()
 
 
 async def test_a_peer_that_never_answers_delays_no_other_and_removing_it_cancels_its_ping() -> None:
-    keepalive = SharedKeepalive(INTERVAL, pong_timeout=60.0)
     silent, steady = Peer("never"), Peer()
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(keepalive.run)
-        keepalive.add(silent)
-        keepalive.add(steady)
+    async with pinging(silent, steady, pong_timeout=60.0) as keepalive:
         await silent.pinged(1)
         await steady.pinged(5)  # while the silent peer's ping is still waiting
         assert (silent.pings, silent.cancelled_pings) == (1, 0)
@@ -119,21 +116,15 @@ async def test_a_peer_that_never_answers_delays_no_other_and_removing_it_cancels
         await anyio.wait_all_tasks_blocked()
         assert silent.cancelled_pings == 1
         assert len(keepalive) == 1
-        tasks.cancel_scope.cancel()
 
 
 async def test_a_ping_that_raises_ends_only_its_own_connection() -> None:
-    keepalive = SharedKeepalive(INTERVAL, pong_timeout=1.0)
     broken, steady = Peer("error"), Peer()
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(keepalive.run)
-        keepalive.add(broken)
-        keepalive.add(steady)
+    async with pinging(broken, steady):
         await broken.pinged(1)
         await steady.pinged(4)
         assert broken.pings == 1
         assert [str(error) for error in broken.failures] == ["a bug in the transport"]
-        tasks.cancel_scope.cancel()
 
 
 def test_its_repr_counts_connections_and_says_nothing_else() -> None:
