@@ -12,7 +12,8 @@ Wire facts observed here (containerd 1.6.20, runc 1.1.5), beyond those in test_c
   offers) is the 26 bytes ``HTTP/1.1 403 Forbidden\r\n\r\n`` and then the server closes TCP at
   once: no ``Content-Length``, so the (empty) body ends at the close. trio-websocket never
   reported such a refusal (it waited for the connect timeout, 30 s, then ``TooSlowError``);
-  fixed in ``kuber_exec_trio.connect_exec`` (commit b662d96). The command never starts.
+  fixed in ``kuber_exec_trio.connect_exec`` (commit b662d96), and its own transport since reads
+  the response to the end of the stream. The command never starts.
 * With only stdin requested, the first message is ``b"\x03"`` (the empty no-op on the status
   channel), and after it nothing but the status: the core yields no frame for it.
 * Exit codes 3 and 255 arrive in the ``ExitCode`` cause; ``v4.base64.channel.k8s.io`` carries the
@@ -45,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -167,18 +169,31 @@ def output(frames: list[ServerFrame], kind: type[Stdout] | type[Stderr]) -> byte
     return b"".join(frame.data for frame in frames if isinstance(frame, kind))
 
 
-async def read_until(session: Any, needle: bytes, *, after: bytes = b"") -> bytes:
-    """Read stdout frames until ``needle`` appears (after ``after``, when given); return
-    everything read."""
+async def read_until(session: Any, needle: bytes) -> bytes:
+    """Read stdout frames until ``needle`` appears; return everything read."""
     seen = b""
     with anyio.fail_after(15):
         async for frame in session:
             assert isinstance(frame, Stdout), frame
             seen += frame.data
-            start = seen.find(after)
-            if start >= 0 and needle in seen[start + len(after) :]:
+            if needle in seen:
                 return seen
     raise AssertionError(f"the session ended before {needle!r}: {seen!r}")
+
+
+async def read_until_match(session: Any, pattern: re.Pattern[bytes]) -> re.Match[bytes]:
+    """Read stdout frames until ``pattern`` matches what was read; return the match.
+
+    A timeout fails with what was read, so a failure says what the shell printed."""
+    seen = b""
+    with anyio.move_on_after(15) as waited:
+        async for frame in session:
+            assert isinstance(frame, Stdout), frame
+            seen += frame.data
+            if found := pattern.search(seen):
+                return found
+    ended = "15 s passed" if waited.cancelled_caught else "the session ended"
+    raise AssertionError(f"{ended} before {pattern.pattern!r}: {seen!r}")
 
 
 POLL_INTERVAL = 0.02
@@ -383,18 +398,20 @@ async def until_terminal_size(session: Any, rows: int, columns: int) -> None:
 
     The streaming server applies a resize (channel 4) in its own goroutine, unordered with
     the stdin (channel 0) sent after it, so a ``stty size`` right behind a Resize may still
-    see the old size. Each try waits for the shell's answer; the retries are bounded."""
-    wanted = f"{rows} {columns}".encode()
+    see the old size. Each try waits for the shell's answer; the retries are bounded.
+
+    The answer is found by a pattern that only the command's output can match, never the
+    typed line's echo: an interactive shell redraws its line on SIGWINCH, so the echo may
+    come in pieces (CI saw a probe wait for an echo that never arrived whole)."""
     answers: list[bytes] = []
-    for _ in range(POLL_ATTEMPTS):
-        await session.send(Stdin(b"stty size\n"))
-        echo = b"stty size\r\n"
-        seen = await read_until(session, b"\r\n", after=echo)
-        answers.append(seen[seen.find(echo) + len(echo) :].split(b"\r\n")[0])
-        if answers[-1] == wanted:
+    for attempt in range(POLL_ATTEMPTS):
+        await session.send(Stdin(b"printf 'size-%%s:%%s.' %d \"$(stty size)\"\n" % attempt))
+        pattern = re.compile(rb"size-%d:(\d+ \d+)\." % attempt)
+        answers.append((await read_until_match(session, pattern)).group(1))
+        if answers[-1] == f"{rows} {columns}".encode():
             return
         await anyio.sleep(POLL_INTERVAL)
-    raise AssertionError(f"the terminal never became {wanted!r}: {answers[-3:]!r}")
+    raise AssertionError(f"the terminal never became {rows}x{columns}: {answers[-3:]!r}")
 
 
 async def test_tty_follows_resize(service: Any, backend: RuntimeBackend) -> None:
