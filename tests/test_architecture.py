@@ -46,9 +46,33 @@ ALLOWED: dict[str, set[str]] = {
 FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
     "kuber_exec_core": {"anyio", "trio", "asyncio", "httpx", "websockets", "trio_websocket"},
     "kuber_exec_anyio": {"trio", "asyncio", "websockets", "trio_websocket", "h11", "wsproto"},
-    "kuber_exec_trio": {"asyncio", "websockets"},
+    "kuber_exec_trio": {"asyncio", "trio_websocket"},
     "kuber_exec_asyncio": {"trio", "trio_websocket"},
 }
+
+
+#: Modules of an allowed library that a package may still not import: the trio binding uses
+#: ``websockets``' sans-IO protocol, never its asyncio (or threaded, or own trio) client.
+FORBIDDEN_MODULES: dict[str, tuple[str, ...]] = {
+    "kuber_exec_trio": (
+        "websockets.asyncio",
+        "websockets.sync",
+        "websockets.legacy",
+        "websockets.trio",
+        "websockets.server",
+    ),
+}
+
+
+def _modules(path: Path) -> set[str]:
+    """The full names of the modules ``path`` imports."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
 
 
 def _imports(path: Path) -> set[str]:
@@ -90,6 +114,17 @@ def test_packages_import_only_what_is_below_them(package: str) -> None:
         bad += sorted(imported & FORBIDDEN_LIBRARIES.get(package, set()))
         if bad:
             offending[str(path.relative_to(SRC))] = bad
+    assert offending == {}
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN_MODULES))
+def test_packages_keep_out_of_the_forbidden_parts_of_their_libraries(package: str) -> None:
+    forbidden = FORBIDDEN_MODULES[package]
+    offending = {
+        str(path.relative_to(SRC)): bad
+        for path in sorted((SRC / package).rglob("*.py"))
+        if (bad := sorted(m for m in _modules(path) if m.startswith(forbidden)))
+    }
     assert offending == {}
 
 

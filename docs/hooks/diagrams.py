@@ -75,7 +75,7 @@ def state_machine_dot() -> str:
 #: The packages drawn, in layers from the app down, with what each is.
 PACKAGES: dict[str, str] = {
     "kuber_exec_cli": "the kuber-exec command",
-    "kuber_exec_trio": "trio binding\\n(trio-websocket)",
+    "kuber_exec_trio": "trio binding\\n(websockets sans-IO)",
     "kuber_exec_asyncio": "asyncio binding\\n(websockets)",
     "kuber_exec_anyio": "async layer on anyio\\nExecService, InteractiveSession\\n"
     "KubernetesBackend (REST over httpx)\\nexec connection (keepalive, bounded close)",

@@ -3,13 +3,14 @@
 Everything about an exec connection that does not depend on the WebSocket library is written
 once, here and in ``_connection``: checking the negotiated subprotocol, keepalive pings, telling a
 dead peer from our own backpressure, a bounded close. A runtime binding (``kuber_exec_trio`` on
-trio-websocket, ``kuber_exec_asyncio`` on ``websockets``) only implements
+``websockets``' sans-IO protocol, ``kuber_exec_asyncio`` on its asyncio client) only implements
 :class:`WebSocketTransport` and a :data:`TransportOpener`: open the upgrade, move whole messages,
 ping, close, abort, and map its library's exceptions at that boundary.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import ssl
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from kuber_exec_core.channels import Message
 
 __all__ = [
     "MAX_SERVER_MESSAGE_BYTES",
+    "NoDebugLogger",
     "TransportClosed",
     "TransportOpener",
     "TransportOptions",
@@ -48,6 +50,15 @@ class TransportClosed(Exception):
 
 #: The WebSocket close code for a message over the receiver's limit (RFC 6455 7.4.1).
 CLOSE_MESSAGE_TOO_BIG = 1009
+
+
+class NoDebugLogger(logging.LoggerAdapter[logging.Logger]):
+    """A logger for a WebSocket library that never passes DEBUG records on: ``websockets``
+    logs every handshake header at DEBUG, ``Authorization`` included, and a token must never
+    reach a log. Its INFO and higher records (a failed connection) still do."""
+
+    def isEnabledFor(self, level: int) -> bool:
+        return level > logging.DEBUG and self.logger.isEnabledFor(level)
 
 
 def message_too_big(limit: int) -> str:

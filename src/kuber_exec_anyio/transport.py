@@ -15,6 +15,7 @@ from ._connection import open_exec_connection as open_exec_connection
 from ._groups import single_exception as single_exception
 from ._transport import CLOSE_MESSAGE_TOO_BIG as CLOSE_MESSAGE_TOO_BIG
 from ._transport import MAX_SERVER_MESSAGE_BYTES as MAX_SERVER_MESSAGE_BYTES
+from ._transport import NoDebugLogger as NoDebugLogger
 from ._transport import TransportClosed as TransportClosed
 from ._transport import TransportOpener as TransportOpener
 from ._transport import TransportOptions as TransportOptions
@@ -30,6 +31,7 @@ __all__ = [
     "MAX_SERVER_MESSAGE_BYTES",
     "ConnectOptions",
     "ExecConnector",
+    "NoDebugLogger",
     "TransportClosed",
     "TransportOpener",
     "TransportOptions",

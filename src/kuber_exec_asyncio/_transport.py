@@ -19,6 +19,7 @@ from websockets.protocol import State
 from kuber_exec_anyio.transport import (
     CLOSE_MESSAGE_TOO_BIG,
     MAX_SERVER_MESSAGE_BYTES,
+    NoDebugLogger,
     TransportClosed,
     TransportOptions,
     describe_error,
@@ -34,15 +35,8 @@ __all__ = ["AsyncioWebSocketTransport", "open_asyncio_transport"]
 _MAX_QUEUED_FRAMES = 4
 
 
-class _NoDebugLogger(logging.LoggerAdapter[logging.Logger]):
-    """websockets logs every handshake header at DEBUG, ``Authorization`` included: a token
-    must never reach a log, so its debug output (headers and frames) is switched off."""
-
-    def isEnabledFor(self, level: int) -> bool:
-        return level > logging.DEBUG and self.logger.isEnabledFor(level)
-
-
-_TRANSPORT_LOGGER = _NoDebugLogger(logging.getLogger("kuber_exec.asyncio.transport"))
+# websockets logs every handshake header at DEBUG, Authorization included: never passed on.
+_TRANSPORT_LOGGER = NoDebugLogger(logging.getLogger("kuber_exec.asyncio.transport"))
 
 
 class AsyncioWebSocketTransport:

@@ -1,8 +1,8 @@
 """kuber-exec for trio apps: ``ExecService`` over a real Kubernetes API server.
 
 The rules live in ``kuber_exec_core`` and the service in ``kuber_exec_anyio``; this package binds
-them to trio-websocket for the exec
-WebSocket. It exports the same names as every other runtime binding.
+them to trio for the exec WebSocket: its own transport on ``websockets``' sans-IO protocol, read
+in the receiving task. It exports the same names as every other runtime binding.
 """
 
 from kuber_exec_anyio import BINDING_NAMES as _BINDING_NAMES

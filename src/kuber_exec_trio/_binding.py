@@ -1,4 +1,4 @@
-"""The trio binding: the shared backend and ``connect_exec`` over trio-websocket."""
+"""The trio binding: the shared backend and ``connect_exec`` over its own trio transport."""
 
 from __future__ import annotations
 

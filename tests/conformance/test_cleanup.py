@@ -341,9 +341,8 @@ async def test_a_message_over_the_limit_names_the_cause_and_the_limit(
     )
     async with backend:
         service = adapter.ExecService(backend, cleanup_grace=GRACE)
-        # One message over the limit, then quiet: a second one, arriving while the first
-        # close is under way, makes trio-websocket's reader raise LocalProtocolError into its
-        # nursery (a trio-websocket bug, noted in docs/cleanup.md's limits).
+        # One message over the limit, then quiet (trio-websocket, the trio binding's library
+        # before issue 19, raised LocalProtocolError when a second one came during the close).
         # 6,000 bytes: one write, so one read and one message in the sandbox. 20,000 were
         # written in 8 KiB pieces that could each arrive under the limit: then nothing was
         # over it, and the test waited for the sleep.
