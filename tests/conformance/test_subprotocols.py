@@ -91,13 +91,18 @@ async def test_stdin_eof_stays_refused_where_the_protocol_cannot_signal_it(
         assert refused.value.code is ExecErrorCode.INVALID
         assert "needs v5.channel.k8s.io" in refused.value.message
         assert sandbox.live_processes == before  # nothing was started
-        async with service.open_interactive(run("sh", "-c", "read x; echo got $x"), tty=False) as s:
+        # The shell waits for a second line, so the refused EOF meets a running session (a
+        # session that has already ended refuses every frame as EXEC_ABORTED first, as the seed
+        # does); the second line, not an EOF, is what ends it.
+        script = "read x; echo got $x; read y"
+        async with service.open_interactive(run("sh", "-c", script), tty=False) as s:
             assert s.protocol is protocol
             await s.send(Stdin(b"line\n"))
             with pytest.raises(ExecError) as eof:
                 await s.send(Stdin(b"", eof=True))
             assert eof.value.code is ExecErrorCode.INVALID
             assert "v5.channel.k8s.io" in eof.value.message
+            await s.send(Stdin(b"bye\n"))
             frames = [frame async for frame in s]
         assert frames[0] == Stdout(b"got line\n")
         assert frames[-1] == Exit(0)
