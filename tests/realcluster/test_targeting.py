@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any
 
@@ -129,6 +130,17 @@ async def test_a_crash_looping_container_is_never_chosen(
     assert target.container == "main"
 
 
+def deletion_requested(pod: dict[str, Any]) -> datetime | None:
+    """When ``pod``'s deletion was asked for: its ``deletionTimestamp`` is that moment plus
+    the grace period (whole seconds); ``None`` while it is not terminating."""
+    metadata = pod["metadata"]
+    stamp = metadata.get("deletionTimestamp")
+    if not stamp:
+        return None
+    grace = timedelta(seconds=metadata.get("deletionGracePeriodSeconds") or 0)
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")) - grace
+
+
 async def test_terminating_pods_of_a_rolling_update_are_never_chosen(
     anyio_backend: str, adapter: ModuleType, cluster: Cluster, workloads: Any, admin_service: Any
 ) -> None:
@@ -156,10 +168,20 @@ async def test_terminating_pods_of_a_rolling_update_are_never_chosen(
             p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp")
         }
         seen_terminating |= terminating
+        resolving_since = datetime.now(UTC)
         target = await admin_service.resolve_target(request(adapter, "rolling"))
         chosen.add(target.pod)
+        # Read again after the resolution, the pod may have begun terminating since (the
+        # rollout goes on): what must never happen is choosing a pod whose deletion was asked
+        # for before the resolution read the pods.
         pod = get_json(cluster, "pod", target.pod, "-n", ns)
-        assert not pod["metadata"].get("deletionTimestamp"), target.pod
+        requested = deletion_requested(pod)
+        # The API server keeps whole seconds: a deletion asked for during the resolution
+        # may read as up to a second before it began.
+        assert requested is None or requested > resolving_since - timedelta(seconds=1), (
+            target.pod,
+            pod["metadata"],
+        )
         assert target.pod not in seen_terminating
         replicasets = get_json(cluster, "replicasets", "-n", ns, "-l", "app=rolling")["items"]
         if terminating and len(replicasets) >= 2:

@@ -115,9 +115,16 @@ def test_the_replay_ends_on_the_screen_the_live_session_ended_with(
         # Play with the player's own button, to the end.
         page.locator(".ap-play-button").click()
         _poll(page, "kuberReplay.ended", bool, timeout=60)
-        replayed = page.evaluate("kuberReplay.screen()")
+        # The player announces its end before it has necessarily drawn the last frame (it
+        # renders on the next animation frame): the screen is read until it shows the live
+        # one, within a bound, and a timeout names what it showed (CI once read it one
+        # frame early: the last command without its output).
+        wanted = [line.rstrip() for line in live.splitlines()]
+        replayed = _poll(
+            page, "kuberReplay.screen()", lambda text: text.splitlines() == wanted, timeout=10
+        )
         screenshot(page, "web-replay")
-    assert replayed.splitlines() == [line.rstrip() for line in live.splitlines()]
+    assert isinstance(replayed, str)
     assert "café € green" in replayed
 
 
