@@ -18,7 +18,9 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 ALLOWED: dict[str, set[str]] = {
     "kuber_exec_core": set(),
     "kuber_exec_anyio": {"kuber_exec_core"},
-    "kuber_exec_trio": {"kuber_exec_core", "kuber_exec_anyio"},
+    # The exec WebSocket's client side on websockets' sans-IO protocol, shared by both bindings.
+    "kuber_exec_websocket": {"kuber_exec_core", "kuber_exec_anyio"},
+    "kuber_exec_trio": {"kuber_exec_core", "kuber_exec_anyio", "kuber_exec_websocket"},
     "kuber_exec_asyncio": {"kuber_exec_core", "kuber_exec_anyio"},
     "kuber_exec_sandbox": {"kuber_exec_core"},
     "kuber_exec_cli": {
@@ -46,21 +48,26 @@ ALLOWED: dict[str, set[str]] = {
 FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
     "kuber_exec_core": {"anyio", "trio", "asyncio", "httpx", "websockets", "trio_websocket"},
     "kuber_exec_anyio": {"trio", "asyncio", "websockets", "trio_websocket", "h11", "wsproto"},
+    "kuber_exec_websocket": {"anyio", "trio", "asyncio", "trio_websocket", "h11", "wsproto"},
     "kuber_exec_trio": {"asyncio", "trio_websocket"},
     "kuber_exec_asyncio": {"trio", "trio_websocket"},
 }
 
 
+#: ``websockets``' clients with I/O of their own: the bindings drive its sans-IO protocol.
+_WEBSOCKETS_CLIENTS = (
+    "websockets.asyncio",
+    "websockets.sync",
+    "websockets.legacy",
+    "websockets.trio",
+    "websockets.server",
+)
+
 #: Modules of an allowed library that a package may still not import: the trio binding uses
 #: ``websockets``' sans-IO protocol, never its asyncio (or threaded, or own trio) client.
 FORBIDDEN_MODULES: dict[str, tuple[str, ...]] = {
-    "kuber_exec_trio": (
-        "websockets.asyncio",
-        "websockets.sync",
-        "websockets.legacy",
-        "websockets.trio",
-        "websockets.server",
-    ),
+    "kuber_exec_websocket": _WEBSOCKETS_CLIENTS,
+    "kuber_exec_trio": _WEBSOCKETS_CLIENTS,
 }
 
 
