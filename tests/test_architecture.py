@@ -21,7 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     # The exec WebSocket's client side on websockets' sans-IO protocol, shared by both bindings.
     "kuber_exec_websocket": {"kuber_exec_core", "kuber_exec_anyio"},
     "kuber_exec_trio": {"kuber_exec_core", "kuber_exec_anyio", "kuber_exec_websocket"},
-    "kuber_exec_asyncio": {"kuber_exec_core", "kuber_exec_anyio"},
+    "kuber_exec_asyncio": {"kuber_exec_core", "kuber_exec_anyio", "kuber_exec_websocket"},
     "kuber_exec_sandbox": {"kuber_exec_core"},
     "kuber_exec_cli": {
         "kuber_exec_core",
@@ -63,11 +63,12 @@ _WEBSOCKETS_CLIENTS = (
     "websockets.server",
 )
 
-#: Modules of an allowed library that a package may still not import: the trio binding uses
+#: Modules of an allowed library that a package may still not import: both bindings use
 #: ``websockets``' sans-IO protocol, never its asyncio (or threaded, or own trio) client.
 FORBIDDEN_MODULES: dict[str, tuple[str, ...]] = {
     "kuber_exec_websocket": _WEBSOCKETS_CLIENTS,
     "kuber_exec_trio": _WEBSOCKETS_CLIENTS,
+    "kuber_exec_asyncio": _WEBSOCKETS_CLIENTS,
 }
 
 

@@ -75,8 +75,10 @@ def state_machine_dot() -> str:
 #: The packages drawn, in layers from the app down, with what each is.
 PACKAGES: dict[str, str] = {
     "kuber_exec_cli": "the kuber-exec command",
-    "kuber_exec_trio": "trio binding\\n(websockets sans-IO)",
-    "kuber_exec_asyncio": "asyncio binding\\n(websockets)",
+    "kuber_exec_trio": "trio binding\\n(reads in the receiving task)",
+    "kuber_exec_asyncio": "asyncio binding\\n(an asyncio.Protocol)",
+    "kuber_exec_websocket": "exec WebSocket client\\non websockets' sans-IO protocol\\n"
+    "upgrade, message assembly, pings",
     "kuber_exec_anyio": "async layer on anyio\\nExecService, InteractiveSession\\n"
     "KubernetesBackend (REST over httpx)\\nexec connection (keepalive, bounded close)",
     "kuber_exec_core": "sans-IO core: every rule, no I/O\\nvalidation, limits, targeting plans\\n"

@@ -1,126 +1,260 @@
-"""The exec WebSocket on asyncio: a ``WebSocketTransport`` over ``websockets``.
+"""The exec WebSocket on asyncio: a ``WebSocketTransport`` on the ``websockets`` sans-IO protocol.
 
-``open_asyncio_transport`` opens the upgrade with the ``websockets`` library's asyncio client,
-reports a refused upgrade with the seed's errors, and hands the shared connection code
-(``kuber_exec_anyio.transport``) whole messages, pings and closes. Only the ``websockets``
-library's idioms live here.
+``open_asyncio_transport`` opens its own TCP/TLS connection with an ``asyncio.Protocol``, runs
+the upgrade through ``websockets``' sans-IO ``ClientProtocol``, reports a refused upgrade with the
+seed's errors, and hands the shared connection code (``kuber_exec_anyio.transport``) whole
+messages, pings and closes. What lies between the parser's frames and the messages is shared
+with the trio binding (``kuber_exec_websocket``); only asyncio's I/O lives here.
+
+The event loop's ``data_received`` feeds the parser and writes its replies (a pong, the Close
+echo) at once; the task that awaits :meth:`AsyncioWebSocketTransport.receive` takes whole
+messages. Until issue 19 this was ``websockets``' own asyncio client, whose message assembler
+(a queue of frames, a join per message, a future per wait) cost 52 k instructions per 32 KiB
+message over its sans-IO parser alone: more than all of kuber-exec's own work per message.
 """
 
 from __future__ import annotations
 
-import logging
+import asyncio
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.client import ClientProtocol
+from websockets.exceptions import InvalidState
+from websockets.frames import Frame
+from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 from kuber_exec_anyio.transport import (
-    CLOSE_MESSAGE_TOO_BIG,
     MAX_SERVER_MESSAGE_BYTES,
-    NoDebugLogger,
     TransportClosed,
     TransportOptions,
     describe_error,
-    message_too_big,
 )
 from kuber_exec_core import ExecError, ExecErrorCode
 from kuber_exec_core.channels import Message
-from kuber_exec_core.kube import exec_upgrade_error
+from kuber_exec_websocket import (
+    CLOSE_NORMAL,
+    ReceivedFrames,
+    frames_of,
+    open_protocol,
+    upgrade_frames,
+)
 
 __all__ = ["AsyncioWebSocketTransport", "open_asyncio_transport"]
 
-# Frames websockets buffers before it pauses reading the socket (backpressure).
-_MAX_QUEUED_FRAMES = 4
+#: Frames parsed and not taken before reading pauses (backpressure): with 256 KiB reads and
+#: 32 KiB messages, one read's worth. Reading resumes when the receiver has taken them all.
+_MAX_QUEUED_FRAMES = 8
 
 
-# websockets logs every handshake header at DEBUG, Authorization included: never passed on.
-_TRANSPORT_LOGGER = NoDebugLogger(logging.getLogger("kuber_exec.asyncio.transport"))
+class AsyncioWebSocketTransport(asyncio.Protocol):
+    """One exec WebSocket on an asyncio transport, parsed by ``websockets``' ``ClientProtocol``.
 
-
-class AsyncioWebSocketTransport:
-    """A ``websockets`` client connection as a
-    :class:`~kuber_exec_anyio.transport.WebSocketTransport`."""
+    It is its connection's ``asyncio.Protocol`` too: the loop calls ``data_received``, which
+    parses, writes the protocol's replies and wakes the receiver. Writes are synchronous in
+    asyncio (``transport.write`` buffers), so nothing needs a lock; a send waits only while the
+    write buffer is over its high-water mark.
+    """
 
     def __init__(
-        self, websocket: ClientConnection, max_message_bytes: int = MAX_SERVER_MESSAGE_BYTES
+        self, protocol: ClientProtocol, max_message_bytes: int = MAX_SERVER_MESSAGE_BYTES
     ) -> None:
-        self._websocket = websocket
-        self._max_message_bytes = max_message_bytes
+        self._protocol = protocol
+        self._close_received = asyncio.Event()
+        self._received = ReceivedFrames(protocol, self._close_received, max_message_bytes)
+        self._transport: asyncio.Transport | None = None
+        # Until the upgrade's answer is read, events (the Response) wait here for the opener.
+        self._handshake: list[Request | Response | Frame] | None = []
+        self._handshake_read = asyncio.Event()
+        self._data_waiter: asyncio.Future[None] | None = None
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._reading_paused = False
+        self._writing_paused = False
+        self._at_eof = False
+        self._lost = False
+
+    # -- the WebSocketTransport seam -----------------------------------------------------------
 
     @property
     def subprotocol(self) -> str | None:
-        return self._websocket.subprotocol
+        return self._protocol.subprotocol
 
     @property
     def closing_handshake_done(self) -> bool:
-        """Whether the server's Close frame arrived and ours went out: ``websockets`` replies
-        to the server's Close as it parses it, so nothing is left to wait for before the abort
-        (read by the shared close, ``kuber_exec_anyio._connection``)."""
-        protocol = self._websocket.protocol
+        """Whether the server's Close frame arrived and ours went out: the reply is written as
+        the Close is parsed, so nothing is left to wait for before the abort (read by the
+        shared close, ``kuber_exec_anyio._connection``)."""
+        protocol = self._protocol
         return protocol.close_rcvd is not None and protocol.close_sent is not None
 
-    def _gone(self) -> bool:
-        transport = self._websocket.transport
-        return transport is None or transport.is_closing()
-
     async def send(self, message: Message) -> None:
-        if self._websocket.state is not State.OPEN:
+        if self._received.end is not None or self._lost:
             raise TransportClosed(clean=False)
         try:
-            await self._websocket.send(message)
-        except ConnectionClosed:
+            if isinstance(message, str):
+                self._protocol.send_text(message.encode())
+            else:
+                self._protocol.send_binary(message)
+        except InvalidState:
             raise TransportClosed(clean=False) from None
-        except AttributeError:
-            # websockets aborts the asyncio transport when a send fails, and asyncio's abort of
-            # a transport it has already torn down raises AttributeError ('NoneType' object
-            # has no attribute 'call_soon'): the connection is gone, nothing else.
-            if self._gone():
-                raise TransportClosed(clean=False) from None
-            raise
+        self._write_pending()
+        if self._writing_paused:
+            await self._drain()
 
     async def receive(self) -> Message:
-        try:
-            message: Message = await self._websocket.recv()
-        except ConnectionClosed as closed:
-            codes = {frame.code for frame in (closed.sent, closed.rcvd) if frame is not None}
-            reason = (
-                message_too_big(self._max_message_bytes) if CLOSE_MESSAGE_TOO_BIG in codes else None
-            )
-            raise TransportClosed(clean=closed.rcvd is not None, reason=reason) from None
-        return message
+        received = self._received
+        while True:
+            message = received.next_message()
+            if message is not None:
+                return message
+            end = received.end
+            if end is not None:
+                # A Close the protocol queued as it failed the connection goes out first.
+                self._write_pending()
+                raise TransportClosed(clean=end.clean, reason=end.reason)
+            await self._wait_for_data()
 
     async def ping(self) -> None:
-        if self._websocket.state is not State.OPEN:
+        if self._received.end is not None or self._protocol.state is not State.OPEN:
             raise TransportClosed(clean=False)
+        pong = asyncio.Event()
+        payload = self._received.ping(pong)
+        arrived = False
         try:
-            pong = await self._websocket.ping()
-            await pong
-        except ConnectionClosed:
-            raise TransportClosed(clean=False) from None
-        except AttributeError:  # as in send
-            if self._gone():
-                raise TransportClosed(clean=False) from None
-            raise
+            self._protocol.send_ping(payload)
+            self._write_pending()
+            await pong.wait()
+        finally:
+            arrived = self._received.pong_arrived(payload)
+        if not arrived:
+            raise TransportClosed(clean=False)
 
     async def aclose(self) -> None:
-        websocket = self._websocket
-        if websocket.state is not State.OPEN or self._gone():
-            return  # Already closing or closed: only the abort that follows is left.
-        if websocket.transport.get_write_buffer_size() > 0:
-            # Unsent bytes: the peer is not reading, a Close frame would wait in drain().
+        transport = self._transport
+        if self._received.end is not None or self._protocol.state is not State.OPEN:
+            return  # already closing or closed: only the abort that follows is left
+        if transport is None or transport.get_write_buffer_size() > 0:
+            # Unsent bytes: the peer is not reading, and a Close frame would wait behind them.
             return
         try:
-            await websocket.close()
-        except AttributeError:  # as in send: the transport went away under websockets
-            if not self._gone():
-                raise
+            self._protocol.send_close(CLOSE_NORMAL)
+        except InvalidState:
+            return
+        self._write_pending()
+        # The server's Close is read by whoever receives (the shared close keeps receiving).
+        await self._close_received.wait()
 
     def abort(self) -> None:
-        # Aborting a transport that asyncio has already torn down raises from inside asyncio.
-        if not self._gone():
-            self._websocket.transport.abort()
+        if self._transport is not None and not self._lost:
+            self._transport.abort()  # connection_lost follows on the next loop iteration
+        self._received.ended(TransportClosed(clean=False))
+        self._wake_all()
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._protocol.receive_data(data)
+        self._parsed(at_eof=False)
+
+    def eof_received(self) -> bool | None:
+        self._at_eof = True
+        self._protocol.receive_eof()
+        self._parsed(at_eof=True)
+        return None  # asyncio closes the transport: nothing more can come
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._received.ended(TransportClosed(clean=self._protocol.close_rcvd is not None))
+        self._handshake_read.set()
+        self._wake_all()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._wake(self._drain_waiter)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _parsed(self, *, at_eof: bool) -> None:
+        events = self._protocol.events_received()
+        if self._handshake is not None:
+            # The upgrade's answer (and frames right behind it) are the opener's to judge.
+            self._handshake.extend(events)
+            if events or at_eof:
+                self._handshake_read.set()
+        else:
+            self._received.absorb(frames_of(events), at_eof=at_eof)
+            if len(self._received.frames) > _MAX_QUEUED_FRAMES and not self._reading_paused:
+                self._reading_paused = True
+                assert self._transport is not None
+                self._transport.pause_reading()
+            self._wake(self._data_waiter)
+        self._write_pending()
+
+    async def _wait_for_data(self) -> None:
+        if self._reading_paused:
+            self._reading_paused = False
+            assert self._transport is not None
+            self._transport.resume_reading()
+        waiter = self._data_waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            self._data_waiter = None
+
+    async def _drain(self) -> None:
+        waiter = self._drain_waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            self._drain_waiter = None
+        if self._lost:
+            raise TransportClosed(clean=False)
+
+    def _write_pending(self) -> None:
+        chunks = self._protocol.data_to_send()
+        transport = self._transport
+        if chunks and transport is not None and not self._lost and not transport.is_closing():
+            # b"" asks for a half-close: the abort that follows drops the connection anyway.
+            transport.write(b"".join(chunks))
+
+    def _wake_all(self) -> None:
+        self._wake(self._data_waiter)
+        self._wake(self._drain_waiter)
+
+    @staticmethod
+    def _wake(waiter: asyncio.Future[None] | None) -> None:
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def upgrade(self, options: TransportOptions) -> None:
+        """Send the upgrade request (queued by ``kuber_exec_websocket.open_protocol``),
+        read its answer within ``options.connect_timeout`` and judge it; frames that came
+        right behind it go to the receiver, and the protocol's answers to them are written.
+
+        Raises:
+            ExecError: as :func:`open_asyncio_transport`.
+        """
+        self._write_pending()
+        try:
+            async with asyncio.timeout(options.connect_timeout):
+                await self._handshake_read.wait()
+        except TimeoutError:
+            raise ExecError(
+                ExecErrorCode.FAILED,
+                f"The exec upgrade failed: no answer within {options.connect_timeout:g} s",
+            ) from None
+        events, self._handshake = self._handshake or [], None
+        self._received.absorb(upgrade_frames(self._protocol, events, options), at_eof=self._at_eof)
+        self._write_pending()
 
 
 @asynccontextmanager
@@ -133,36 +267,37 @@ async def open_asyncio_transport(
         ExecError: ``EXEC_FAILED`` when the server cannot be reached or the handshake fails;
             the seed's mapping of a refused upgrade (``exec_upgrade_error``) otherwise.
     """
-    url = options.url
-    if url.startswith(("http://", "https://")):
-        url = "ws" + url[len("http") :]
+    protocol, uri = open_protocol(options, "kuber_exec.asyncio.transport")
+    transport = AsyncioWebSocketTransport(protocol, options.max_message_bytes)
+    await _connect(transport, uri.host, uri.port, uri.secure, options)
     try:
-        websocket = await connect(
-            url,
-            # wss without a context: the default one (verifying); ws must have none at all.
-            ssl=(options.ssl_context or True) if url.startswith("wss://") else None,
-            subprotocols=list(options.subprotocols),  # type: ignore[arg-type]
-            additional_headers=list(options.headers),
-            compression=None,  # real servers never negotiate extensions
-            proxy=None,
-            open_timeout=options.connect_timeout,
-            ping_interval=None,  # the shared keepalive tells a dead peer from backpressure
-            close_timeout=None,  # the shared code bounds the close
-            max_size=options.max_message_bytes,
-            max_queue=_MAX_QUEUED_FRAMES,
-            logger=_TRANSPORT_LOGGER,
-        )
-    except InvalidStatus as rejected:
-        response = rejected.response
-        raise exec_upgrade_error(
-            response.status_code, bytes(response.body or b""), options.subprotocols
-        ) from None
-    except (InvalidHandshake, OSError, TimeoutError) as error:
-        raise ExecError(
-            ExecErrorCode.FAILED, f"The exec upgrade failed: {describe_error(error)}"
-        ) from None
-    transport = AsyncioWebSocketTransport(websocket, options.max_message_bytes)
-    try:
+        await transport.upgrade(options)
         yield transport
     finally:
         transport.abort()
+
+
+async def _connect(
+    transport: AsyncioWebSocketTransport,
+    host: str,
+    port: int | None,
+    secure: bool,
+    options: TransportOptions,
+) -> None:
+    loop = asyncio.get_running_loop()
+    context = (options.ssl_context or ssl.create_default_context()) if secure else None
+    port = port or (443 if secure else 80)
+    try:
+        async with asyncio.timeout(options.connect_timeout):
+            await loop.create_connection(
+                lambda: transport,
+                host,
+                port,
+                ssl=context,
+                server_hostname=host if secure else None,
+            )
+    except (OSError, TimeoutError) as error:
+        raise ExecError(
+            ExecErrorCode.FAILED,
+            f"Could not connect to {host}:{port}: {describe_error(error)}",
+        ) from None
