@@ -3,8 +3,8 @@
 ``open_asyncio_transport`` opens its own TCP/TLS connection with an ``asyncio.Protocol``, runs
 the upgrade through ``websockets``' sans-IO ``ClientProtocol``, reports a refused upgrade with the
 seed's errors, and hands the shared connection code (``kuber_exec_anyio.transport``) whole
-messages, pings and closes. What lies between the parser's frames and the messages is shared
-with the trio binding (``kuber_exec_websocket``); only asyncio's I/O lives here.
+messages, pings and closes. The parsing of the server's frames and the upgrade's answer are
+shared with the trio binding (``kuber_exec_websocket``); only asyncio's I/O lives here.
 
 The event loop's ``data_received`` feeds the parser and writes its replies (a pong, the Close
 echo) at once; the task that awaits :meth:`AsyncioWebSocketTransport.receive` takes whole
@@ -22,12 +22,9 @@ from contextlib import asynccontextmanager
 
 from websockets.client import ClientProtocol
 from websockets.exceptions import InvalidState
-from websockets.frames import Frame
-from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 from kuber_exec_anyio.transport import (
-    MAX_SERVER_MESSAGE_BYTES,
     TransportClosed,
     TransportOptions,
     describe_error,
@@ -37,16 +34,15 @@ from kuber_exec_core.channels import Message
 from kuber_exec_websocket import (
     CLOSE_NORMAL,
     ReceivedFrames,
-    frames_of,
+    UpgradeAnswer,
     open_protocol,
-    upgrade_frames,
 )
 
 __all__ = ["AsyncioWebSocketTransport", "open_asyncio_transport"]
 
-#: Frames parsed and not taken before reading pauses (backpressure): with 256 KiB reads and
+#: Messages parsed and not taken before reading pauses (backpressure): with 256 KiB reads and
 #: 32 KiB messages, one read's worth. Reading resumes when the receiver has taken them all.
-_MAX_QUEUED_FRAMES = 8
+_MAX_QUEUED_MESSAGES = 8
 
 
 class AsyncioWebSocketTransport(asyncio.Protocol):
@@ -58,21 +54,19 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
     write buffer is over its high-water mark.
     """
 
-    def __init__(
-        self, protocol: ClientProtocol, max_message_bytes: int = MAX_SERVER_MESSAGE_BYTES
-    ) -> None:
+    def __init__(self, protocol: ClientProtocol, options: TransportOptions) -> None:
         self._protocol = protocol
         self._close_received = asyncio.Event()
-        self._received = ReceivedFrames(protocol, self._close_received, max_message_bytes)
+        self._received = ReceivedFrames(protocol, self._close_received, options.max_message_bytes)
         self._transport: asyncio.Transport | None = None
-        # Until the upgrade's answer is read, events (the Response) wait here for the opener.
-        self._handshake: list[Request | Response | Frame] | None = []
+        # Until the upgrade's answer is whole, reads go to it; then the opener is woken.
+        self._answer: UpgradeAnswer | None = UpgradeAnswer(protocol, options)
+        self._refusal: ExecError | None = None
         self._handshake_read = asyncio.Event()
         self._data_waiter: asyncio.Future[None] | None = None
         self._drain_waiter: asyncio.Future[None] | None = None
         self._reading_paused = False
         self._writing_paused = False
-        self._at_eof = False
         self._lost = False
 
     # -- the WebSocketTransport seam -----------------------------------------------------------
@@ -86,8 +80,7 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
         """Whether the server's Close frame arrived and ours went out: the reply is written as
         the Close is parsed, so nothing is left to wait for before the abort (read by the
         shared close, ``kuber_exec_anyio._connection``)."""
-        protocol = self._protocol
-        return protocol.close_rcvd is not None and protocol.close_sent is not None
+        return self._received.closing_handshake_done
 
     async def send(self, message: Message) -> None:
         if self._received.end is not None or self._lost:
@@ -159,19 +152,31 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
         self._transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self._protocol.receive_data(data)
-        self._parsed(at_eof=False)
+        if self._answer is not None:
+            self._answered(data)
+            return
+        received = self._received
+        received.receive_data(data)
+        if len(received.messages) > _MAX_QUEUED_MESSAGES and not self._reading_paused:
+            self._reading_paused = True
+            assert self._transport is not None
+            self._transport.pause_reading()
+        self._wake(self._data_waiter)
+        self._write_pending()
 
     def eof_received(self) -> bool | None:
-        self._at_eof = True
-        self._protocol.receive_eof()
-        self._parsed(at_eof=True)
+        if self._answer is not None:
+            self._answered(None)
+        else:
+            self._received.receive_eof()
+            self._wake(self._data_waiter)
         return None  # asyncio closes the transport: nothing more can come
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
-        self._received.ended(TransportClosed(clean=self._protocol.close_rcvd is not None))
-        self._handshake_read.set()
+        if self._answer is not None:
+            self._answered(None)
+        self._received.ended(TransportClosed(clean=False))
         self._wake_all()
 
     def pause_writing(self) -> None:
@@ -183,21 +188,24 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _parsed(self, *, at_eof: bool) -> None:
-        events = self._protocol.events_received()
-        if self._handshake is not None:
-            # The upgrade's answer (and frames right behind it) are the opener's to judge.
-            self._handshake.extend(events)
-            if events or at_eof:
-                self._handshake_read.set()
-        else:
-            self._received.absorb(frames_of(events), at_eof=at_eof)
-            if len(self._received.frames) > _MAX_QUEUED_FRAMES and not self._reading_paused:
-                self._reading_paused = True
-                assert self._transport is not None
-                self._transport.pause_reading()
-            self._wake(self._data_waiter)
-        self._write_pending()
+    def _answered(self, data: bytes | None) -> None:
+        # A read (None: the end of the stream) while the upgrade's answer is not whole. The
+        # opener is woken once it is, or once it is a refusal; frames behind an accepted
+        # answer are parsed now, before any later read.
+        assert self._answer is not None
+        try:
+            if data is None:
+                self._answer.receive_eof()  # raises
+            first = self._answer.receive_data(data)
+        except ExecError as refusal:
+            self._refusal = refusal
+            first = b""
+        if first is None:
+            return
+        self._answer = None
+        if first:
+            self._received.receive_data(first)
+        self._handshake_read.set()
 
     async def _wait_for_data(self) -> None:
         if self._reading_paused:
@@ -252,9 +260,9 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
                 ExecErrorCode.FAILED,
                 f"The exec upgrade failed: no answer within {options.connect_timeout:g} s",
             ) from None
-        events, self._handshake = self._handshake or [], None
-        self._received.absorb(upgrade_frames(self._protocol, events, options), at_eof=self._at_eof)
-        self._write_pending()
+        if self._refusal is not None:
+            raise self._refusal
+        self._write_pending()  # the answers to frames that came with the response
 
 
 @asynccontextmanager
@@ -268,7 +276,7 @@ async def open_asyncio_transport(
             the seed's mapping of a refused upgrade (``exec_upgrade_error``) otherwise.
     """
     protocol, uri = open_protocol(options, "kuber_exec.asyncio.transport")
-    transport = AsyncioWebSocketTransport(protocol, options.max_message_bytes)
+    transport = AsyncioWebSocketTransport(protocol, options)
     await _connect(transport, uri.host, uri.port, uri.secure, options)
     try:
         await transport.upgrade(options)

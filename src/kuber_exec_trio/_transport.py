@@ -2,16 +2,16 @@
 
 ``open_trio_transport`` opens its own TCP/TLS stream, runs the upgrade through ``websockets``'
 sans-IO ``ClientProtocol``, reports a refused upgrade with the seed's errors, and hands the shared
-connection code (``kuber_exec_anyio.transport``) whole messages, pings and closes. What lies
-between the parser's frames and the messages is shared with the asyncio binding
+connection code (``kuber_exec_anyio.transport``) whole messages, pings and closes. The parsing
+of the server's frames and the upgrade's answer are shared with the asyncio binding
 (``kuber_exec_websocket``); only trio's I/O lives here.
 
 No task of its own: the task that awaits :meth:`TrioWebSocketTransport.receive` reads the socket
 and feeds the parser, so a message reaches the session's reader without a hand-over between
 tasks, and nothing reads the socket while nobody receives (that is the backpressure). The
 library (trio-websocket until issue 19) cost twice the instructions per 32 KiB message of this
-loop: a reader task and a channel per message, and a pure-Python parser (wsproto) where
-``websockets`` parses with C speedups (docs/benchmarks.md, "trio: where the time goes").
+loop: a reader task and a channel per message, and a parser that copied each message several
+times (docs/benchmarks.md, "trio: where the time goes").
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from contextlib import asynccontextmanager
 import trio
 from websockets.client import ClientProtocol
 from websockets.exceptions import InvalidState
-from websockets.frames import Frame
 from websockets.protocol import State
 
 from kuber_exec_anyio.transport import (
@@ -38,9 +37,8 @@ from kuber_exec_websocket import (
     CLOSE_NORMAL,
     RECEIVE_BYTES,
     ReceivedFrames,
-    frames_of,
+    UpgradeAnswer,
     open_protocol,
-    upgrade_frames,
 )
 
 __all__ = ["TrioWebSocketTransport", "open_trio_transport"]
@@ -78,10 +76,8 @@ class TrioWebSocketTransport:
     def closing_handshake_done(self) -> bool:
         """Whether the server's Close frame arrived and our reply has been written, so the
         shared close has nothing left to wait for (``kuber_exec_anyio._connection``)."""
-        protocol = self._protocol
         return (
-            protocol.close_rcvd is not None
-            and protocol.close_sent is not None
+            self._received.closing_handshake_done
             and not self._write_lock.locked()
             and not self._aborted
         )
@@ -159,16 +155,17 @@ class TrioWebSocketTransport:
             self._received.ended(TransportClosed(clean=False))
             return
         if data:
-            self._protocol.receive_data(data)
+            self._received.receive_data(data)
         else:
-            self._protocol.receive_eof()
-        self._received.absorb(frames_of(self._protocol.events_received()), at_eof=not data)
+            self._received.receive_eof()
         await self._write_replies()
 
-    async def write_replies(self, frames: list[Frame]) -> None:
-        """Take ``frames`` that came with the upgrade's response and write what the protocol
-        answered to them already (a pong, a Close echo), as a receive does after its read."""
-        self._received.absorb(frames)
+    async def receive_first(self, data: bytes) -> None:
+        """Parse the bytes that came in the same read as the upgrade's response (frames, even
+        a protocol failure) and write the answers to them (a pong, a Close echo), as a
+        receive does after its read."""
+        if data:
+            self._received.receive_data(data)
         await self._write_replies()
 
     async def _write_replies(self) -> None:
@@ -214,16 +211,14 @@ async def open_trio_transport(options: TransportOptions) -> AsyncIterator[TrioWe
     )
     try:
         with trio.move_on_after(options.connect_timeout) as deadline:
-            frames = await _upgrade(protocol, stream, options)
+            first = await _upgrade(protocol, stream, options)
         if deadline.cancelled_caught:
             raise ExecError(
                 ExecErrorCode.FAILED,
                 f"The exec upgrade failed: no answer within {options.connect_timeout:g} s",
             )
         transport = TrioWebSocketTransport(protocol, stream, options.max_message_bytes)
-        # Frames (even a parse failure) may have come in the same read as the response, and
-        # the protocol may have answered them already (a pong, a Close echo).
-        await transport.write_replies(frames)
+        await transport.receive_first(first)
         try:
             yield transport
         finally:
@@ -232,27 +227,23 @@ async def open_trio_transport(options: TransportOptions) -> AsyncIterator[TrioWe
         await trio.aclose_forcefully(stream)
 
 
-async def _upgrade(
-    protocol: ClientProtocol, stream: _Stream, options: TransportOptions
-) -> list[Frame]:
-    """Send the upgrade request and read its answer; return the frames that came with it."""
+async def _upgrade(protocol: ClientProtocol, stream: _Stream, options: TransportOptions) -> bytes:
+    """Send the upgrade request and read its answer; return the bytes that came behind it."""
+    answer = UpgradeAnswer(protocol, options)
     try:
         for chunk in protocol.data_to_send():
             await stream.send_all(chunk)
         while True:
             data = await stream.receive_some(RECEIVE_BYTES)
-            if data:
-                protocol.receive_data(data)
-            else:
-                protocol.receive_eof()
-            events = protocol.events_received()
-            if events or not data:
-                break
+            if not data:
+                answer.receive_eof()  # raises
+            first = answer.receive_data(data)
+            if first is not None:
+                return first
     except _STREAM_ERRORS as error:
         raise ExecError(
             ExecErrorCode.FAILED, f"The exec upgrade failed: {describe_error(error)}"
         ) from None
-    return upgrade_frames(protocol, events, options)
 
 
 async def _connect(

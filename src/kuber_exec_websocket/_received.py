@@ -1,0 +1,403 @@
+"""What the server sends after the upgrade, parsed: :class:`ReceivedFrames`.
+
+The exec stream is a long run of server-to-client binary frames, each one channel-prefixed
+message. ``websockets``' parser copied every message three times on its way to a ``bytes``
+(into its buffer, out of it as a ``bytearray``, into ``bytes``); this one slices each whole
+frame out of the read it arrived in (one copy), and joins the pieces of a frame that straddles
+two reads once. It keeps RFC 6455's rules for what a server may send a client (section 5):
+frames are never masked, reserved bits are never set without an extension, control frames are
+whole and at most 125 bytes, a continuation belongs to a message, a text message is UTF-8, a
+Close carries a valid code; anything else fails the connection (1002, 1007) and a message over
+the limit is refused as soon as its header says so (1009). Frames are written by the
+``websockets`` ``ClientProtocol`` that did the upgrade (masking, state).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from typing import Protocol
+
+from websockets.client import ClientProtocol
+from websockets.protocol import State
+
+from kuber_exec_anyio.transport import (
+    CLOSE_MESSAGE_TOO_BIG,
+    MAX_SERVER_MESSAGE_BYTES,
+    TransportClosed,
+    message_too_big,
+)
+from kuber_exec_core.channels import Message
+
+__all__ = ["ReceivedFrames", "Wakeable"]
+
+_CONTINUATION, _TEXT, _BINARY, _CLOSE, _PING, _PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+_FIN = 0x80
+_RESERVED_BITS = 0x70
+_MASKED = 0x80
+_CLOSE_PROTOCOL_ERROR = 1002
+_CLOSE_INVALID_DATA = 1007
+#: The longest header of an unmasked frame: two bytes and a 64-bit length.
+_MAX_HEADER = 10
+_MAX_CONTROL_PAYLOAD = 125
+
+
+class Wakeable(Protocol):
+    """An event of the runtime's (``trio.Event``, ``asyncio.Event``): set, never cleared."""
+
+    def set(self) -> None: ...
+
+
+class _Failure(Exception):
+    """The server broke the protocol: the connection fails with ``code``."""
+
+    def __init__(self, code: int, what: str, reason: str) -> None:
+        super().__init__(what)
+        self.code = code
+        self.what = what  # said on the wire, in our Close frame
+        self.reason = reason  # said to the caller, in TransportClosed
+
+
+def _protocol_error(what: str) -> _Failure:
+    return _Failure(_CLOSE_PROTOCOL_ERROR, what, f"the server broke the WebSocket protocol: {what}")
+
+
+def _valid_close_code(code: int) -> bool:
+    # RFC 6455 7.4: 1004-1006 and 1015 are never sent; 1016-2999 are reserved; 3000-4999 are
+    # for libraries and applications.
+    return (1000 <= code <= 1014 and code not in (1004, 1005, 1006)) or 3000 <= code <= 4999
+
+
+class ReceivedFrames:
+    """The server's side of the connection after the upgrade: bytes in, messages out.
+
+    A binding hands every read to :meth:`receive_data` (the end of the stream to
+    :meth:`receive_eof`), takes whole messages with :meth:`next_message`, and writes whatever
+    the ``protocol`` queued meanwhile (a pong, the Close echo, the Close of a failed
+    connection) its own way. Binary messages come out as ``bytes``, text as ``str``; a pong
+    answers its ping and every earlier one; the end of the connection (the server's Close, a
+    failure, the end of the stream) is :attr:`end` once every message before it was taken.
+    Nothing after a Close or a failure is parsed (RFC 6455 7.1.7).
+    """
+
+    def __init__(
+        self,
+        protocol: ClientProtocol,
+        close_received: Wakeable,
+        max_message_bytes: int = MAX_SERVER_MESSAGE_BYTES,
+    ) -> None:
+        self.protocol = protocol
+        #: Whole messages parsed and not yet taken (a read may carry many).
+        self.messages: deque[Message] = deque()
+        #: How the connection ended, once it has and every message before it was taken.
+        self.end: TransportClosed | None = None
+        #: Whether the server's Close frame arrived.
+        self.close_seen = False
+        self._ending: TransportClosed | None = None
+        self._close_received = close_received
+        self._max_message_bytes = max_message_bytes
+        # The start of a frame that the last read cut short, and its length; once its header
+        # is whole, the frame's first byte, header length and total length.
+        self._tail: list[memoryview] = []
+        self._tail_size = 0
+        self._tail_frame: tuple[int, int, int] | None = None
+        # A fragmented message being assembled: its opcode, parts and size so far.
+        self._fragmented_opcode: int | None = None
+        self._fragments: list[bytes] = []
+        self._fragmented_size = 0
+        self._pongs: dict[bytes, Wakeable] = {}
+        self._ping_numbers = itertools.count()
+
+    @property
+    def closing_handshake_done(self) -> bool:
+        """Whether the server's Close arrived and ours went out (queued, with the echo)."""
+        return self.close_seen and self.protocol.close_sent is not None
+
+    # -- bytes in ------------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes | bytearray) -> None:
+        """Parse one read: every frame it completes is handled, a frame it leaves unfinished
+        waits for the next read."""
+        if self._ending is not None:
+            return  # after a Close or a failure nothing more is read
+        if type(data) is not bytes:
+            data = bytes(data)  # slices of bytes are the messages' own bytes
+        try:
+            start = self._finish_tail(data) if self._tail else 0
+            if start < len(data):
+                self._parse(data, start)
+        except _Failure as failure:
+            self._fail(failure)
+
+    def receive_eof(self) -> None:
+        """The stream ended: cleanly only after the server's Close."""
+        if self._ending is None:
+            self._note_end(TransportClosed(clean=False))
+
+    def _parse(self, data: bytes, pos: int) -> None:
+        # Every whole frame in data from pos; the rest becomes the tail.
+        size = len(data)
+        messages = self.messages
+        limit = self._max_message_bytes
+        while size - pos >= 2:
+            first = data[pos]
+            length = data[pos + 1]
+            if length & _MASKED:
+                raise _protocol_error("a masked frame from the server")
+            if length < 126:
+                header = 2
+            elif length == 126:
+                if size - pos < 4:
+                    break
+                length = (data[pos + 2] << 8) | data[pos + 3]
+                header = 4
+            else:
+                if size - pos < 10:
+                    break
+                length = int.from_bytes(data[pos + 2 : pos + 10], "big")
+                header = 10
+            end = pos + header + length
+            if first == _FIN | _BINARY and self._fragmented_opcode is None:
+                # The exec stream's every output message: checked and taken in line.
+                if length > limit:
+                    raise self._too_big()
+                if end > size:
+                    break
+                messages.append(data[pos + header : end])
+            else:
+                self._check(first, length)
+                if end > size:
+                    break
+                self._frame(first, data[pos + header : end])
+                if self._ending is not None:
+                    return
+            pos = end
+        if pos < size:
+            self._tail = [memoryview(data)[pos:]]
+            self._tail_size = size - pos
+
+    def _finish_tail(self, data: bytes) -> int:
+        # Complete the frame the last read cut short; return where the next frame starts in
+        # data (its length when the frame is still not whole).
+        if self._tail_frame is None:
+            # The header itself was cut: at most 10 pieces to look at, once each read.
+            parsed = _read_header(_first_bytes([*self._tail, memoryview(data)], _MAX_HEADER))
+            if parsed is None:
+                self._keep(data)
+                return len(data)
+            first, header, length = parsed
+            if first != _FIN | _BINARY or self._fragmented_opcode is not None:
+                self._check(first, length)
+            elif length > self._max_message_bytes:
+                raise self._too_big()
+            self._tail_frame = (first, header, header + length)
+        first, header, total = self._tail_frame
+        if self._tail_size + len(data) < total:
+            self._keep(data)  # a frame longer than a read: its pieces are joined once, at the end
+            return len(data)
+        used = total - self._tail_size
+        parts = [*self._tail, memoryview(data)[:used]]
+        self._tail, self._tail_size, self._tail_frame = [], 0, None
+        payload = _join_after(parts, header)
+        if first == _FIN | _BINARY and self._fragmented_opcode is None:
+            self.messages.append(payload)
+        else:
+            self._frame(first, payload)
+        return used if self._ending is None else len(data)
+
+    def _keep(self, data: bytes) -> None:
+        self._tail.append(memoryview(data))
+        self._tail_size += len(data)
+
+    def _check(self, first: int, length: int) -> None:
+        # The rules a frame's header must meet, before its payload is waited for.
+        if first & _RESERVED_BITS:
+            raise _protocol_error("reserved bits set without an extension")
+        opcode = first & 0x0F
+        if opcode >= _CLOSE:
+            if opcode > _PONG:
+                raise _protocol_error(f"unknown opcode {opcode}")
+            if not first & _FIN:
+                raise _protocol_error("a fragmented control frame")
+            if length > _MAX_CONTROL_PAYLOAD:
+                raise _protocol_error("a control frame over 125 bytes")
+            return
+        if opcode > _BINARY:
+            raise _protocol_error(f"unknown opcode {opcode}")
+        if opcode == _CONTINUATION:
+            if self._fragmented_opcode is None:
+                raise _protocol_error("a continuation frame outside a message")
+            if self._fragmented_size + length > self._max_message_bytes:
+                raise self._too_big()
+        elif self._fragmented_opcode is not None:
+            raise _protocol_error("a new message inside a fragmented one")
+        elif length > self._max_message_bytes:
+            raise self._too_big()
+
+    def _too_big(self) -> _Failure:
+        return _Failure(
+            CLOSE_MESSAGE_TOO_BIG,
+            f"over {self._max_message_bytes} bytes",
+            message_too_big(self._max_message_bytes),
+        )
+
+    # -- frames --------------------------------------------------------------------------------
+
+    def _frame(self, first: int, payload: bytes) -> None:
+        # A whole frame that passed _check (or the fast path's test).
+        opcode = first & 0x0F
+        if opcode in (_BINARY, _TEXT):
+            if first & _FIN:
+                self.messages.append(_message(opcode, payload))
+            else:
+                self._fragmented_opcode = opcode
+                self._fragments = [payload]
+                self._fragmented_size = len(payload)
+        elif opcode == _CONTINUATION:
+            self._fragments.append(payload)
+            self._fragmented_size += len(payload)
+            if first & _FIN:
+                assert self._fragmented_opcode is not None  # _check refused a stray one
+                data = b"".join(self._fragments)
+                opcode = self._fragmented_opcode
+                self._fragmented_opcode, self._fragments, self._fragmented_size = None, [], 0
+                self.messages.append(_message(opcode, data))
+        elif opcode == _PING:
+            if self.protocol.state is State.OPEN:
+                self.protocol.send_pong(payload)
+        elif opcode == _PONG:
+            self._pong(payload)
+        else:
+            self._close(payload)
+
+    def _pong(self, payload: bytes) -> None:
+        # A pong answers its ping and every earlier one (RFC 6455 5.5.3: a server may answer
+        # only the last ping it got); an unsolicited pong answers none.
+        if payload not in self._pongs:
+            return
+        for pending in list(self._pongs):  # in the order the pings went out
+            self._pongs.pop(pending).set()
+            if pending == payload:
+                break
+
+    def _close(self, payload: bytes) -> None:
+        code: int | None = None
+        if payload:
+            if len(payload) < 2:
+                raise _protocol_error("a Close frame with a one-byte payload")
+            code = int.from_bytes(payload[:2], "big")
+            if not _valid_close_code(code):
+                raise _protocol_error(f"close code {code}")
+            try:
+                payload[2:].decode()
+            except UnicodeDecodeError:
+                raise _Failure(
+                    _CLOSE_INVALID_DATA,
+                    "invalid UTF-8 in the close reason",
+                    "the server sent invalid UTF-8",
+                ) from None
+        self.close_seen = True
+        protocol = self.protocol
+        if protocol.state is State.OPEN:
+            # The echo (RFC 6455 5.5.1): the same code, or none.
+            if code is None:
+                protocol.send_close()
+            else:
+                protocol.send_close(code)
+        too_big = code == CLOSE_MESSAGE_TOO_BIG
+        reason = message_too_big(self._max_message_bytes) if too_big else None
+        self._note_end(TransportClosed(clean=True, reason=reason))
+
+    def _fail(self, failure: _Failure) -> None:
+        # RFC 6455 7.1.7: our Close with the code (when none went out yet), and nothing more
+        # is read; the binding drops the connection once the Close is written.
+        if self.protocol.state is State.OPEN:
+            self.protocol.send_close(failure.code, failure.what)
+        self._note_end(TransportClosed(clean=False, reason=failure.reason))
+
+    # -- messages and the end ------------------------------------------------------------------
+
+    def next_message(self) -> Message | None:
+        """The next whole message, or ``None`` when none is parsed (then :attr:`end` says
+        whether more can come)."""
+        messages = self.messages
+        if messages:
+            return messages.popleft()
+        if self._ending is not None:
+            self.end = self._ending
+        return None
+
+    def ended(self, closed: TransportClosed) -> None:
+        """The connection is over (an abort, a broken socket): the first reason stays."""
+        self._note_end(closed)
+
+    def _note_end(self, closed: TransportClosed) -> None:
+        if self._ending is None:
+            self._ending = closed
+            self._tail, self._tail_size, self._tail_frame = [], 0, None
+        if not self.messages:
+            self.end = self._ending
+        self._close_received.set()
+        for event in self._pongs.values():
+            event.set()  # a waiting ping wakes, finds its key still there, and raises
+
+    # -- pings ---------------------------------------------------------------------------------
+
+    def ping(self, pong: Wakeable) -> bytes:
+        """The payload of a new ping, whose pong (or the end) will set ``pong``."""
+        payload = next(self._ping_numbers).to_bytes(8, "big")
+        self._pongs[payload] = pong
+        return payload
+
+    def pong_arrived(self, payload: bytes) -> bool:
+        """Whether the pong for the ping ``payload`` came (``False``: the connection ended);
+        forgets the ping either way."""
+        return self._pongs.pop(payload, None) is None
+
+
+def _read_header(head: bytes) -> tuple[int, int, int] | None:
+    # (first byte, header length, payload length) of the frame head starts, or None when
+    # head is too short to tell.
+    if len(head) < 2:
+        return None
+    length = head[1]
+    if length & _MASKED:
+        raise _protocol_error("a masked frame from the server")
+    if length < 126:
+        return head[0], 2, length
+    if length == 126:
+        return (head[0], 4, (head[2] << 8) | head[3]) if len(head) >= 4 else None
+    return (head[0], 10, int.from_bytes(head[2:10], "big")) if len(head) >= 10 else None
+
+
+def _first_bytes(parts: list[memoryview], count: int) -> bytes:
+    # The first count bytes of parts (fewer when they hold fewer).
+    head = bytearray()
+    for part in parts:
+        head += part[: count - len(head)]
+        if len(head) >= count:
+            break
+    return bytes(head)
+
+
+def _join_after(parts: list[memoryview], skip: int) -> bytes:
+    # The bytes of parts after the first skip bytes, in one copy.
+    views: list[memoryview] = []
+    for part in parts:
+        if skip >= len(part):
+            skip -= len(part)
+            continue
+        views.append(part[skip:] if skip else part)
+        skip = 0
+    return b"".join(views)
+
+
+def _message(opcode: int, data: bytes) -> Message:
+    if opcode == _BINARY:
+        return data
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise _Failure(
+            _CLOSE_INVALID_DATA, "invalid UTF-8 in a text message", "the server sent invalid UTF-8"
+        ) from None

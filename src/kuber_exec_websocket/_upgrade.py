@@ -1,0 +1,142 @@
+"""The upgrade: the request (:func:`open_protocol`) and what its answer means
+(:class:`UpgradeAnswer`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import NoReturn
+
+from websockets.client import ClientProtocol
+from websockets.exceptions import InvalidHandshake, InvalidStatus
+from websockets.typing import Subprotocol as WebSocketSubprotocol
+from websockets.uri import WebSocketURI, parse_uri
+
+from kuber_exec_anyio.transport import NoDebugLogger, TransportOptions, describe_error
+from kuber_exec_core import ExecError, ExecErrorCode
+from kuber_exec_core.kube import exec_upgrade_error
+
+__all__ = ["UpgradeAnswer", "open_protocol"]
+
+#: A response head longer than this is no API server's answer.
+_MAX_RESPONSE_HEAD = 64 * 1024
+_SWITCHING_PROTOCOLS = b"101"
+
+
+def open_protocol(
+    options: TransportOptions, logger_name: str
+) -> tuple[ClientProtocol, WebSocketURI]:
+    """A ``ClientProtocol`` for ``options`` with the upgrade request already queued (headers,
+    the token among them, included), and the parsed URI to connect to.
+
+    ``websockets`` logs every handshake header at DEBUG, ``Authorization`` included: the
+    protocol logs through a :class:`~kuber_exec_anyio.transport.NoDebugLogger` named
+    ``logger_name``.
+
+    Raises:
+        ExecError: ``EXEC_FAILED`` when the URL is not a WebSocket URL.
+    """
+    url = options.url
+    if url.startswith(("http://", "https://")):
+        url = "ws" + url[len("http") :]
+    try:
+        uri = parse_uri(url)
+    except InvalidHandshake as error:
+        raise ExecError(
+            ExecErrorCode.FAILED, f"The exec upgrade failed: {describe_error(error)}"
+        ) from None
+    protocol = ClientProtocol(
+        uri,
+        subprotocols=[WebSocketSubprotocol(name) for name in options.subprotocols],
+        max_size=options.max_message_bytes,
+        logger=NoDebugLogger(logging.getLogger(logger_name)),
+    )
+    request = protocol.connect()
+    for name, value in options.headers:
+        request.headers[name] = value
+    protocol.send_request(request)
+    return protocol, uri
+
+
+class UpgradeAnswer:
+    """The answer to the upgrade request, read from the bytes a binding hands it.
+
+    A ``101`` response's head (up to its blank line) is judged by ``websockets``'
+    ``ClientProtocol`` (the accept key, the subprotocol, no extensions); the bytes behind it
+    are the server's first frames, handed back for :class:`~kuber_exec_websocket.ReceivedFrames`:
+    the protocol never parses a frame, so nothing is parsed twice or copied into its buffer.
+    Any other answer is the protocol's to read whole (a body with or without a length), and is
+    reported as the seed maps a refused upgrade.
+    """
+
+    def __init__(self, protocol: ClientProtocol, options: TransportOptions) -> None:
+        self._protocol = protocol
+        self._subprotocols = options.subprotocols
+        self._head = bytearray()
+        self._refused = False
+
+    def receive_data(self, data: bytes | bytearray) -> bytes | None:
+        """Take one read. ``None``: the answer is not whole yet; bytes (maybe empty): the
+        upgrade was accepted, and these came right behind the response.
+
+        Raises:
+            ExecError: the seed's mapping of a refused upgrade (``exec_upgrade_error``);
+                ``EXEC_FAILED`` for an answer that is no WebSocket upgrade.
+        """
+        if self._refused:
+            self._protocol.receive_data(data)
+            self._judge()
+            return None
+        head = self._head
+        head += data
+        end = head.find(b"\r\n\r\n")
+        if end < 0:
+            if len(head) > _MAX_RESPONSE_HEAD:
+                raise ExecError(
+                    ExecErrorCode.FAILED,
+                    "The exec upgrade failed: the response's head is over 64 KiB",
+                )
+            return None
+        end += 4
+        status_line = bytes(head[: head.find(b"\r\n")])
+        fields = status_line.split(b" ", 2)
+        if len(fields) >= 2 and fields[1] == _SWITCHING_PROTOCOLS:
+            self._protocol.receive_data(bytes(head[:end]))
+            if not self._judge():
+                raise ExecError(
+                    ExecErrorCode.FAILED, "The exec upgrade failed: an incomplete 101 response"
+                )
+            rest = bytes(head[end:])
+            self._head = bytearray()
+            return rest
+        self._refused = True
+        self._protocol.receive_data(bytes(head))
+        self._head = bytearray()
+        self._judge()
+        return None
+
+    def receive_eof(self) -> NoReturn:
+        """The stream ended before an accepted answer.
+
+        Raises:
+            ExecError: always: the refusal the answer holds, or ``EXEC_FAILED``.
+        """
+        if not self._refused and self._head:
+            self._protocol.receive_data(bytes(self._head))
+        self._protocol.receive_eof()
+        self._judge()
+        raise ExecError(ExecErrorCode.FAILED, "The exec upgrade failed: the server closed")
+
+    def _judge(self) -> bool:
+        # Whether the protocol has accepted the answer; raises when it has refused it.
+        events = self._protocol.events_received()
+        failure = self._protocol.handshake_exc
+        if isinstance(failure, InvalidStatus):
+            response = failure.response
+            raise exec_upgrade_error(
+                response.status_code, bytes(response.body or b""), self._subprotocols
+            )
+        if failure is not None:
+            raise ExecError(
+                ExecErrorCode.FAILED, f"The exec upgrade failed: {describe_error(failure)}"
+            )
+        return bool(events)
