@@ -46,12 +46,14 @@ _MAX_QUEUED_MESSAGES = 8
 
 
 class AsyncioWebSocketTransport(asyncio.Protocol):
-    """One exec WebSocket on an asyncio transport, parsed by ``websockets``' ``ClientProtocol``.
+    """One exec WebSocket on an asyncio transport: the upgrade through ``websockets``'
+    ``ClientProtocol``, which also writes every client frame; the server's frames parsed by
+    ``kuber_exec_websocket.ReceivedFrames``.
 
     It is its connection's ``asyncio.Protocol`` too: the loop calls ``data_received``, which
-    parses, writes the protocol's replies and wakes the receiver. Writes are synchronous in
-    asyncio (``transport.write`` buffers), so nothing needs a lock; a send waits only while the
-    write buffer is over its high-water mark.
+    parses, writes the replies (a pong, the Close echo) and wakes the receiver. Writes are
+    synchronous in asyncio (``transport.write`` buffers), so nothing needs a lock; a send waits
+    only while the write buffer is over its high-water mark.
     """
 
     def __init__(self, protocol: ClientProtocol, options: TransportOptions) -> None:
@@ -114,7 +116,6 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
             raise TransportClosed(clean=False)
         pong = asyncio.Event()
         payload = self._received.ping(pong)
-        arrived = False
         try:
             self._protocol.send_ping(payload)
             self._write_pending()

@@ -109,7 +109,6 @@ class TrioWebSocketTransport:
     async def ping(self) -> None:
         pong = trio.Event()
         payload = self._received.ping(pong)
-        arrived = False
         try:
             async with self._write_lock:
                 if self._received.end is not None or self._protocol.state is not State.OPEN:
