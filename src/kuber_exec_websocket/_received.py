@@ -97,10 +97,10 @@ class ReceivedFrames:
         self._close_received = close_received
         self._max_message_bytes = max_message_bytes
         # The start of a frame that the last read cut short, and its length; once its header
-        # is whole, the frame's first byte, header length and total length.
+        # is whole, the frame's first byte, header length, total length and _admit's answer.
         self._tail: list[memoryview] = []
         self._tail_size = 0
-        self._tail_frame: tuple[int, int, int] | None = None
+        self._tail_frame: tuple[int, int, int, bool] | None = None
         # A fragmented message being assembled: its opcode, parts and size so far.
         self._fragmented_opcode: int | None = None
         self._fragments: list[bytes] = []
@@ -132,42 +132,21 @@ class ReceivedFrames:
     def receive_eof(self) -> None:
         """The stream ended: cleanly only after the server's Close."""
         if self._ending is None:
-            self._note_end(TransportClosed(clean=False))
+            self.ended(TransportClosed(clean=False))
 
     def _parse(self, data: bytes, pos: int) -> None:
         # Every whole frame in data from pos; the rest becomes the tail.
         size = len(data)
         messages = self.messages
-        limit = self._max_message_bytes
-        while size - pos >= 2:
-            first = data[pos]
-            length = data[pos + 1]
-            if length & _MASKED:
-                raise _protocol_error("a masked frame from the server")
-            if length < 126:
-                header = 2
-            elif length == 126:
-                if size - pos < 4:
-                    break
-                length = (data[pos + 2] << 8) | data[pos + 3]
-                header = 4
-            else:
-                if size - pos < 10:
-                    break
-                length = int.from_bytes(data[pos + 2 : pos + 10], "big")
-                header = 10
+        while (parsed := _read_header(data, pos)) is not None:
+            first, header, length = parsed
+            plain = self._admit(first, length)
             end = pos + header + length
-            if first == _FIN | _BINARY and self._fragmented_opcode is None:
-                # The exec stream's every output message: checked and taken in line.
-                if length > limit:
-                    raise self._too_big()
-                if end > size:
-                    break
+            if end > size:
+                break
+            if plain:
                 messages.append(data[pos + header : end])
             else:
-                self._check(first, length)
-                if end > size:
-                    break
                 self._frame(first, data[pos + header : end])
                 if self._ending is not None:
                     return
@@ -181,17 +160,14 @@ class ReceivedFrames:
         # data (its length when the frame is still not whole).
         if self._tail_frame is None:
             # The header itself was cut: at most 10 pieces to look at, once each read.
-            parsed = _read_header(_first_bytes([*self._tail, memoryview(data)], _MAX_HEADER))
+            head = _first_bytes([*self._tail, memoryview(data)], _MAX_HEADER)
+            parsed = _read_header(head, 0)
             if parsed is None:
                 self._keep(data)
                 return len(data)
             first, header, length = parsed
-            if first != _FIN | _BINARY or self._fragmented_opcode is not None:
-                self._check(first, length)
-            elif length > self._max_message_bytes:
-                raise self._too_big()
-            self._tail_frame = (first, header, header + length)
-        first, header, total = self._tail_frame
+            self._tail_frame = (first, header, header + length, self._admit(first, length))
+        first, header, total, plain = self._tail_frame
         if self._tail_size + len(data) < total:
             self._keep(data)  # a frame longer than a read: its pieces are joined once, at the end
             return len(data)
@@ -199,7 +175,7 @@ class ReceivedFrames:
         parts = [*self._tail, memoryview(data)[:used]]
         self._tail, self._tail_size, self._tail_frame = [], 0, None
         payload = _join_after(parts, header)
-        if first == _FIN | _BINARY and self._fragmented_opcode is None:
+        if plain:
             self.messages.append(payload)
         else:
             self._frame(first, payload)
@@ -208,6 +184,17 @@ class ReceivedFrames:
     def _keep(self, data: bytes) -> None:
         self._tail.append(memoryview(data))
         self._tail_size += len(data)
+
+    def _admit(self, first: int, length: int) -> bool:
+        # Check a frame's header before its payload is waited for. True: a whole binary
+        # message outside a fragmented one (the exec stream's every output message), taken as
+        # it is; False: a frame for _frame.
+        if first == _FIN | _BINARY and self._fragmented_opcode is None:
+            if length > self._max_message_bytes:
+                raise self._too_big()
+            return True
+        self._check(first, length)
+        return False
 
     def _check(self, first: int, length: int) -> None:
         # The rules a frame's header must meet, before its payload is waited for.
@@ -306,14 +293,14 @@ class ReceivedFrames:
                 protocol.send_close(code)
         too_big = code == CLOSE_MESSAGE_TOO_BIG
         reason = message_too_big(self._max_message_bytes) if too_big else None
-        self._note_end(TransportClosed(clean=True, reason=reason))
+        self.ended(TransportClosed(clean=True, reason=reason))
 
     def _fail(self, failure: _Failure) -> None:
         # RFC 6455 7.1.7: our Close with the code (when none went out yet), and nothing more
         # is read; the binding drops the connection once the Close is written.
         if self.protocol.state is State.OPEN:
             self.protocol.send_close(failure.code, failure.what)
-        self._note_end(TransportClosed(clean=False, reason=failure.reason))
+        self.ended(TransportClosed(clean=False, reason=failure.reason))
 
     # -- messages and the end ------------------------------------------------------------------
 
@@ -328,10 +315,8 @@ class ReceivedFrames:
         return None
 
     def ended(self, closed: TransportClosed) -> None:
-        """The connection is over (an abort, a broken socket): the first reason stays."""
-        self._note_end(closed)
-
-    def _note_end(self, closed: TransportClosed) -> None:
+        """The connection is over (a Close, a failure, the end of the stream, an abort, a
+        broken socket): the first reason stays; waiting pings and the close wake."""
         if self._ending is None:
             self._ending = closed
             self._tail, self._tail_size, self._tail_frame = [], 0, None
@@ -355,19 +340,24 @@ class ReceivedFrames:
         return self._pongs.pop(payload, None) is None
 
 
-def _read_header(head: bytes) -> tuple[int, int, int] | None:
-    # (first byte, header length, payload length) of the frame head starts, or None when
-    # head is too short to tell.
-    if len(head) < 2:
+def _read_header(buffer: bytes, pos: int) -> tuple[int, int, int] | None:
+    # (first byte, header length, payload length) of the frame at pos, or None when buffer
+    # ends before its header does.
+    available = len(buffer) - pos
+    if available < 2:
         return None
-    length = head[1]
+    length = buffer[pos + 1]
     if length & _MASKED:
         raise _protocol_error("a masked frame from the server")
     if length < 126:
-        return head[0], 2, length
+        return buffer[pos], 2, length
     if length == 126:
-        return (head[0], 4, (head[2] << 8) | head[3]) if len(head) >= 4 else None
-    return (head[0], 10, int.from_bytes(head[2:10], "big")) if len(head) >= 10 else None
+        if available < 4:
+            return None
+        return buffer[pos], 4, (buffer[pos + 2] << 8) | buffer[pos + 3]
+    if available < 10:
+        return None
+    return buffer[pos], 10, int.from_bytes(buffer[pos + 2 : pos + 10], "big")
 
 
 def _first_bytes(parts: list[memoryview], count: int) -> bytes:
