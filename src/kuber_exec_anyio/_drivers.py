@@ -64,11 +64,18 @@ async def resolve_target(
     backend: TargetReader, request: ExecRequest, limits: ExecLimits, *, avoid: str | None = None
 ) -> ResolvedTarget:
     """Run a :class:`TargetResolution` against ``backend``'s reads (``avoid``: a pod to rank
-    last).
+    last). A backend with a ``resolve_cached(request, limits)`` (``KubernetesBackend`` with a
+    watch cache) answers a plain resolution in one step when it can (``None``: it cannot).
 
     Raises:
         ExecError: the seed's validation and targeting errors, or the backend's.
     """
+    if avoid is None:
+        resolve_cached = getattr(backend, "resolve_cached", None)
+        if resolve_cached is not None:
+            target: ResolvedTarget | None = resolve_cached(request, limits)
+            if target is not None:
+                return target
     plan = TargetResolution(request, limits, avoid=avoid)
     while True:
         match plan.next_event():

@@ -221,6 +221,20 @@ class KubernetesBackend:
             return cache.store.list_pods(namespace, selector)
         return await self._client().list_pods(namespace, selector)
 
+    def resolve_cached(self, request: ExecRequest, limits: ExecLimits) -> ResolvedTarget | None:
+        """The target from the watch cache in one step (remembered while the namespace's
+        snapshots stay the same: ``WatchStore.resolve_target``), or ``None`` when the request's
+        namespace is not synced (or nothing is watched): then resolve through the reads.
+
+        Raises:
+            ExecError: what resolving through :meth:`get_deployment` and :meth:`list_pods`
+                raises for the same state.
+        """
+        cache = self._cache
+        if cache is None:
+            return None
+        return cache.store.resolve_target(request, limits)
+
     @asynccontextmanager
     async def watch(
         self,

@@ -30,13 +30,22 @@ from ._kube_api import (
 )
 from ._limits import ExecLimits
 from ._objects import Deployment, Pod, PodRecord, ReplicaSet, resolve_pod_owners
-from ._request import ExecRequest
+from ._request import ExecRequest, validate_request
 from ._resolution import FetchDeployment, FetchPods, TargetResolution, TargetResolved
 from ._selector import LabelSelector
 from ._target import ResolvedTarget
 from ._watch import Reflector, ReflectorState
 
-__all__ = ["NamespaceWatch", "WatchStore"]
+__all__ = ["MAX_REMEMBERED_TARGETS", "NamespaceWatch", "WatchStore"]
+
+
+#: Targets remembered per namespace (one per workspace, Deployment and container asked for);
+#: past this many the memo starts afresh.
+MAX_REMEMBERED_TARGETS = 1024
+
+# What a remembered target was resolved from: the three reflectors' ``changes``.
+_Revision = tuple[int, int, int]
+_TargetKey = tuple[object, str, str | None]
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -47,6 +56,16 @@ class NamespaceWatch:
     deployments: Reflector[Deployment]
     replica_sets: Reflector[ReplicaSet]
     pods: Reflector[PodRecord]
+    #: Resolved targets and the revision they were resolved at (see WatchStore.resolve_target).
+    _targets: dict[_TargetKey, tuple[_Revision, ResolvedTarget]] = attrs.field(
+        init=False, factory=dict, repr=False
+    )
+
+    @property
+    def revision(self) -> _Revision:
+        """Moves whenever anything the namespace answers with changes (see
+        ``Reflector.changes``)."""
+        return (self.deployments.changes, self.replica_sets.changes, self.pods.changes)
 
     @property
     def reflectors(
@@ -162,12 +181,31 @@ class WatchStore:
     def resolve_target(self, request: ExecRequest, limits: ExecLimits) -> ResolvedTarget | None:
         """Run :class:`TargetResolution` over the cache; ``None`` when the namespace is not synced.
 
+        The request is validated on every call; the rest of the answer (ownership, ranking) reads
+        only the request's workspace, Deployment and container and the namespace's snapshots, so
+        a target found is remembered under those and given again, without resolving, until any
+        of the snapshots changes (``NamespaceWatch.revision``). Refusals are not remembered.
+
         Raises:
             ExecError: what a REST resolution of the same state raises (validation first).
         """
-        plan = TargetResolution(request, limits)
-        if not self.synced(request.workspace.project):
+        validate_request(request, limits)
+        watch = self._namespaces.get(request.workspace.project)
+        if watch is None or not watch.synced:
             return None
+        key = (request.workspace, request.deployment, request.container)
+        revision = watch.revision
+        remembered = watch._targets.get(key)
+        if remembered is not None and remembered[0] == revision:
+            return remembered[1]
+        target = self._resolve(request, limits)
+        if len(watch._targets) >= MAX_REMEMBERED_TARGETS:
+            watch._targets.clear()
+        watch._targets[key] = (revision, target)
+        return target
+
+    def _resolve(self, request: ExecRequest, limits: ExecLimits) -> ResolvedTarget:
+        plan = TargetResolution(request, limits)
         while True:
             match plan.next_event():
                 case FetchDeployment(namespace=namespace, name=name):

@@ -183,6 +183,7 @@ class Reflector(Generic[SnapshotT]):
         self._resource_version: str | None = None
         self._synced = False
         self._lists_completed = 0
+        self._changes = 0
         # The LIST in progress: its pages accumulate here and replace the snapshot at the end,
         # so a half-read relist never shows (client-go's Replace).
         self._listed: dict[str, SnapshotT] = {}
@@ -207,6 +208,12 @@ class Reflector(Generic[SnapshotT]):
     def resource_version(self) -> str | None:
         """The last resourceVersion seen (LIST, event or bookmark); ``None`` before any LIST."""
         return self._resource_version
+
+    @property
+    def changes(self) -> int:
+        """A count that moves whenever ``items`` or ``synced`` changes (and at no other time):
+        an answer derived from them stays true while it is the same."""
+        return self._changes
 
     @property
     def lists_completed(self) -> int:
@@ -288,6 +295,7 @@ class Reflector(Generic[SnapshotT]):
         self._versions = self._listed_versions
         self._resource_version = version
         self._synced = True
+        self._changes += 1
         self._lists_completed += 1
         self._restart_list()
         self._start_watch()
@@ -450,6 +458,7 @@ class Reflector(Generic[SnapshotT]):
                 return  # A replay of what the snapshot already shows, or older.
         self._items[name] = snapshot
         self._versions[name] = version
+        self._changes += 1
         self._advance(version)
 
     def _delete(self, name: str, uid: str, version: str) -> None:
@@ -465,9 +474,11 @@ class Reflector(Generic[SnapshotT]):
             return  # Without an order, the uid says it was another incarnation.
         del self._items[name]
         del self._versions[name]
+        self._changes += 1
 
     def _lose_events(self) -> None:
         self._synced = False
+        self._changes += 1
         self.relist()
 
     def _bad_event(self, problem: str) -> ExecError:

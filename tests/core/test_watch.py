@@ -600,6 +600,36 @@ def test_pods_share_the_strings_they_repeat() -> None:
     assert all(a is b for a, b in shared)
 
 
+def test_changes_moves_exactly_when_the_answers_can() -> None:
+    # WatchStore remembers targets while no reflector's ``changes`` moves: it must move for
+    # every change to ``items`` or ``synced``, and (so the memo is worth keeping) for nothing
+    # else.
+    reflector = Reflector(PODS, NS)
+    before = reflector.changes
+    reflector.list_received(_page([_pod("a")], "10"))
+    assert reflector.changes == before + 1  # the LIST's snapshot
+    steps: list[tuple[bytes, bool]] = [
+        (_bookmark("11"), False),
+        (_line("MODIFIED", _pod("a", "4")), False),  # a replay of an older version
+        (_line("ADDED", _pod("b", "12")), True),
+        (_line("MODIFIED", _pod("b", "13", phase="Pending")), True),
+        (_line("DELETED", _pod("zzz", "14")), False),  # never seen
+        (_line("DELETED", _pod("a", "15")), True),
+    ]
+    for line, moves in steps:
+        count = reflector.changes
+        reflector.watch_data(line)
+        assert (reflector.changes != count) is moves, line
+    count = reflector.changes
+    with pytest.raises(ExecError):
+        reflector.watch_data(b"not json\n")  # an event lost: unsynced until the relist
+    assert not reflector.synced
+    assert reflector.changes == count + 1
+    reflector.list_received(_page([_pod("b", "16")], "16"))
+    assert reflector.synced
+    assert reflector.changes == count + 2
+
+
 # -- the store -------------------------------------------------------------------------------------
 
 OURS = {"app.kubernetes.io/managed-by": "kuber", "kuber.dev/workspace-uid": "ws-1"}
@@ -771,6 +801,18 @@ def test_the_store_follows_watch_events() -> None:
         ExecErrorCode.TARGET_NOT_FOUND,
         "Deployment web was not found",
     )
+
+
+def test_remembered_targets_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("kuber_exec_core._store.MAX_REMEMBERED_TARGETS", 1)
+    store = _synced_store([_deployment()], [_replica_set()], [_owned("a")])
+    watch = store.namespace(NS)
+    assert watch is not None
+    for container in (None, "app", None, "app"):
+        target = store.resolve_target(_request(container), ExecLimits())
+        assert target is not None
+        assert (target.pod, target.container) == ("a", "app")
+        assert len(watch._targets) == 1
 
 
 def test_namespaces_are_separate_and_can_be_restarted() -> None:

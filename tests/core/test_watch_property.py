@@ -470,6 +470,27 @@ def _rest_resolution(api: FakeApi, request: ExecRequest) -> ResolvedTarget:
                 return target
 
 
+def _store_resolution(store: WatchStore, request: ExecRequest) -> ResolvedTarget:
+    # Resolution through the store's two reads, as a driver runs it: never remembered.
+    plan = TargetResolution(request, ExecLimits())
+    while True:
+        match plan.next_event():
+            case FetchDeployment(namespace=namespace, name=name):
+                plan.deployment_received(store.get_deployment(namespace, name))
+            case FetchPods(namespace=namespace, selector=selector):
+                plan.pods_received(store.list_pods(namespace, selector))
+            case TargetResolved(target=target):
+                return target
+
+
+def _check_remembered(store: WatchStore, request: ExecRequest) -> None:
+    # WatchStore.resolve_target remembers targets: whatever the watch went through since, its
+    # answer is the one a fresh resolution over the same snapshots gives.
+    if store.synced(request.workspace.project):
+        remembered = _outcome_of(lambda: store.resolve_target(request, ExecLimits()))
+        assert remembered == _outcome_of(lambda: _store_resolution(store, request))
+
+
 def _comparable(pod: Pod) -> Pod:
     # PodListing reads no ReplicaSet for a pod that cannot be chosen or counted, so such a pod's
     # owner is known only when a live pod shares its ReplicaSet: that field is not compared.
@@ -500,7 +521,7 @@ def test_resolution_over_the_cache_equals_resolution_over_rest(
 
     # Compactions are rare: each one makes the next watch relist, and a relist repairs
     # whatever a wrong event handling did, hiding it.
-    actions = ["mutate"] * 8 + ["step"] * 15 + ["compact"]
+    actions = ["mutate"] * 8 + ["step"] * 15 + ["compact", "resolve", "resolve"]
     for _ in range(data.draw(st.integers(0, 80))):
         match data.draw(st.sampled_from(actions)):
             case "mutate":
@@ -509,12 +530,15 @@ def test_resolution_over_the_cache_equals_resolution_over_rest(
                 data.draw(st.sampled_from(drivers)).step(data)
             case "compact":
                 api.compact()
+            case "resolve":
+                _check_remembered(store, scenario.request)
     # Past their LISTs, the watches meet faults on changes of a few objects.
     for driver in drivers:
         for _ in range(data.draw(st.integers(0, 12))):
             if data.draw(st.booleans()):
                 _mutate(data, api, pool)
             driver.step(data)
+            _check_remembered(store, scenario.request)
     # Settle: the scenario's own objects last (so the final state is mostly the scenario's),
     # then the watches catch up without faults.
     for resource, value in pool[::2]:
