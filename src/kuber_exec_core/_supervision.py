@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import attrs
 
 from ._errors import ExecErrorCode
+from ._exec_url import quote_once
 from ._frames import Error
 
 __all__ = [
@@ -55,8 +56,10 @@ CLEANUP_MARKER = "kuber-exec-"
 # $1... is the user's argv. Everything is a builtin up to the exec: the prologue costs one
 # shell start and no fork. `[ -f ] && [ -x ]` as execve(2) would find it (a directory or a
 # builtin's name does not count: the runtime would not have run those either).
-_PROLOGUE = (
-    "found=\n"
+_PROLOGUE_TEMPLATE = (
+    # The session id is $0's tail, so the script is the same text for every exec (and is
+    # percent-encoded once, not per exec: see below).
+    "session=${0#{marker}}; found=\n"
     "case $1 in\n"
     '*/*) [ -f "$1" ] && [ -x "$1" ] && found=1 ;;\n'
     "*) saved_ifs=$IFS; IFS=:\n"
@@ -64,9 +67,9 @@ _PROLOGUE = (
     "{ found=1; break; }; done\n"
     "   IFS=$saved_ifs ;;\n"
     "esac\n"
-    "if [ -z \"$found\" ]; then printf 'K%s!' {id}; exit 127; fi\n"
-    "printf 'K%s.' {id}\n"
-    "{variable}={id}; export {variable}\n"
+    'if [ -z "$found" ]; then printf \'K%s!\' "$session"; exit 127; fi\n'
+    "printf 'K%s.' \"$session\"\n"
+    "{variable}=$session; export {variable}\n"
     'exec "$@"\n'
 )
 
@@ -75,7 +78,7 @@ _PROLOGUE = (
 # `grep -l -z -x` reads each /proc/PID/environ and cmdline as NUL-separated
 # lines (GNU and busybox grep). The cmdline pattern is a bracket expression so that grep's own
 # command line (which holds the pattern) does not match it.
-_CLEANUP = (
+_CLEANUP_TEMPLATE = (
     "id=$1; grace=$2; appear=$3; signals=$4\n"
     'rest=${id#?}; first=${id%"$rest"}\n'
     "pids() {\n"
@@ -102,6 +105,19 @@ _CLEANUP = (
     "done\n"
     "echo killed\n"
 )
+
+
+def _fill(template: str) -> str:
+    return template.replace("{variable}", SESSION_ENVIRONMENT_VARIABLE).replace(
+        "{marker}", CLEANUP_MARKER
+    )
+
+
+_PROLOGUE = _fill(_PROLOGUE_TEMPLATE)
+_CLEANUP = _fill(_CLEANUP_TEMPLATE)
+# Both scripts are constant: their query encoding is computed here, once.
+quote_once(_PROLOGUE)
+quote_once(_CLEANUP)
 
 
 class StartMark(enum.Enum):
@@ -181,10 +197,7 @@ class Supervision:
     def supervised_command(self, command: Sequence[str]) -> list[str]:
         """The argv that runs ``command`` under the prologue (the user's argv is unchanged, as
         ``$1``...)."""
-        script = _PROLOGUE.replace("{id}", self.session_id).replace(
-            "{variable}", SESSION_ENVIRONMENT_VARIABLE
-        )
-        return [SHELL, "-c", script, CLEANUP_MARKER + self.session_id, *command]
+        return [SHELL, "-c", _PROLOGUE, CLEANUP_MARKER + self.session_id, *command]
 
     def read_mark(self, head: bytes) -> StartMark | None:
         """The mark that ``head`` (the first :attr:`mark_length` stdout bytes) is, or ``None``
@@ -204,13 +217,10 @@ class Supervision:
         left after ``grace`` seconds; first waiting up to ``wait_for_start`` seconds for one to
         appear (when the start mark had not arrived: the command may still be starting).
         Prints ``none``, ``terminated`` or ``killed`` (:func:`parse_cleanup_output`)."""
-        script = _CLEANUP.replace("{variable}", SESSION_ENVIRONMENT_VARIABLE).replace(
-            "{marker}", CLEANUP_MARKER
-        )
         return [
             SHELL,
             "-c",
-            script,
+            _CLEANUP,
             "kuber-exec-cleanup",
             self.session_id,
             _tenths(grace),

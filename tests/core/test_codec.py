@@ -53,6 +53,7 @@ from kuber_exec_core.server import (
     status_failure,
     status_success,
 )
+from kuber_exec_core.supervision import Supervision
 
 BINARY = [Subprotocol.V5, Subprotocol.V4, Subprotocol.LEGACY]
 BASE64 = [Subprotocol.V4_BASE64, Subprotocol.BASE64]
@@ -519,6 +520,30 @@ def test_quote_value_is_quote_without_safe_characters(value: str) -> None:
 def test_quote_value_encodes_every_ascii_character_as_quote_does() -> None:
     every = "".join(chr(code) for code in range(128))
     assert quote_value(every) == quote(every, safe="")
+
+
+@given(st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~"))
+def test_unreserved_text_is_its_own_encoding(value: str) -> None:
+    assert quote_value(value) == quote(value, safe="") == value
+
+
+@given(st.sampled_from(["0123456789abcdef", "fedcba9876543210"]), st.booleans())
+def test_the_supervision_scripts_are_constant_and_quoted_exactly(
+    session_id: str, hangup: bool
+) -> None:
+    # The prologue and the cleanup script are the same text for every exec (the id travels as
+    # an argument), so their encoding is computed once: it must be quote()'s to the character.
+    supervision = Supervision(session_id, executable="true")
+    prologue = supervision.supervised_command(["true"])
+    cleanup = supervision.cleanup_command(grace=2, hangup=hangup)
+    other = Supervision("0" * 16, executable="true")
+    assert prologue[2] == other.supervised_command(["ls"])[2]
+    assert cleanup[2] == other.cleanup_command(grace=5)[2]
+    assert session_id not in prologue[2]
+    assert session_id not in cleanup[2]
+    assert prologue[3] == "kuber-exec-" + session_id
+    for argument in (*prologue, *cleanup):
+        assert quote_value(argument) == quote(argument, safe="")
 
 
 @given(
