@@ -65,8 +65,13 @@ def parse_status(subprotocol: Subprotocol, payload: bytes) -> Exit | Error:
         status: Any = json.loads(payload)
     except (ValueError, RecursionError):
         status = None
+    return _status_frame(status, payload)
+
+
+def _status_frame(status: Any, payload: bytes) -> Exit | Error:
+    # ``status``: ``payload`` as parsed JSON (None when it was not JSON).
     if not isinstance(status, dict):
-        preview = payload[:200].decode("utf-8", errors="replace")
+        preview = bytes(payload[:200]).decode("utf-8", errors="replace")
         return Error(
             ExecErrorCode.FAILED,
             f"Kubernetes exec protocol error: the status was not a Status object: {preview!r}",
@@ -131,6 +136,16 @@ class StatusStream:
         self._buffer += payload
         if not self.subprotocol.has_structured_status:
             return None
+        if start == 0:
+            # The usual case, a whole Status in one message: parsed at once, without the
+            # byte-by-byte scan (a Python loop over a few hundred bytes). A payload that parses
+            # is exactly what the scan would have judged whole; anything else is scanned.
+            try:
+                status: Any = json.loads(payload)
+            except (ValueError, RecursionError):
+                pass
+            else:
+                return _status_frame(status, payload)
         if self._scan(start):
             # The whole of the current message is parsed with the object, so that one-message
             # statuses are judged exactly as before (trailing bytes included).

@@ -5,6 +5,7 @@ Status ends the session without waiting for the close; pre-v4 text waits for the
 from __future__ import annotations
 
 import itertools
+import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,9 +22,9 @@ from kuber_exec_core import (
     Subprotocol,
 )
 from kuber_exec_core import testing as kt
-from kuber_exec_core._status import MAX_STATUS_BYTES
+from kuber_exec_core._status import MAX_STATUS_BYTES, StatusStream
 from kuber_exec_core.channels import decode_message
-from kuber_exec_core.server import status_exit_code, status_success
+from kuber_exec_core.server import status_exit_code, status_failure, status_success
 from kuber_exec_core.state import SessionSignal
 
 from .test_session import FUZZ_EXAMPLES, drain, frame
@@ -174,3 +175,44 @@ def test_status_buffering_is_bounded() -> None:
     assert isinstance(events[-2], Error)
     assert f"the status exceeds {MAX_STATUS_BYTES} bytes" in events[-2].message
     assert events[-1] is SESSION_ENDED
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@st.composite
+def whole_statuses(draw: st.DrawFn) -> bytes:
+    """One JSON object (a real Status, or any object) with whitespace around it."""
+    value = draw(
+        st.sampled_from(
+            [status_success(), status_exit_code(3), status_failure("no such file")]
+        ).map(json.loads)
+        | st.dictionaries(st.sampled_from(["status", "reason", "message", "code", "x"]), _JSON)
+    )
+    space = st.text(alphabet=" \t\r\n", max_size=2)
+    return (draw(space) + json.dumps(value) + draw(space)).encode()
+
+
+@given(whole_statuses())
+def test_a_status_in_one_message_is_judged_as_when_it_comes_byte_by_byte(payload: bytes) -> None:
+    # One message is parsed at once; byte by byte takes the scan. Both give the same frame.
+    whole = StatusStream(Subprotocol.V5).feed(payload)
+    stream = StatusStream(Subprotocol.V5)
+    pieces = [stream.feed(payload[index : index + 1]) for index in range(len(payload))]
+    decided = [result for result in pieces if result is not None]
+    assert whole is not None
+    assert decided[:1] == [whole]
+
+
+@given(st.binary(max_size=64))
+def test_any_first_message_on_the_status_channel_is_judged_without_raising(
+    payload: bytes,
+) -> None:
+    result = StatusStream(Subprotocol.V5).feed(payload)
+    assert result is None or isinstance(result, Exit | Error)
