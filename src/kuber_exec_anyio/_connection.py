@@ -219,7 +219,7 @@ async def _close(transport: WebSocketTransport, graceful: bool, budget: float) -
         and not getattr(transport, "closing_handshake_done", False)
         and anyio.current_effective_deadline() != -math.inf
     ):
-        with anyio.CancelScope(shield=True), anyio.move_on_after(budget):
+        with anyio.CancelScope(shield=True, deadline=anyio.current_time() + budget):
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(_discard_incoming, transport)
                 await transport.aclose()

@@ -8,7 +8,7 @@ which each runtime binding (``kuber_exec_trio``, ``kuber_exec_asyncio``) supplie
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
@@ -317,34 +317,35 @@ class KubernetesBackend:
         rest = self._client()
         if self.preflight is not None:
             await self.preflight.check(rest, namespace, current_impersonation())
-        async with AsyncExitStack() as stack:
-            for attempt in (1, 2):
-                generation = self.config.credentials_generation
-                headers = await rest.auth_headers() + impersonation_headers()
-                try:
-                    connection = await stack.enter_async_context(
-                        open_exec_connection(
-                            self._open_transport,
-                            url,
-                            subprotocols,
-                            ssl_context=self.config.ssl_context,
-                            headers=headers,
-                            connect_timeout=self._request_timeout,
-                            ping_interval=self._ping_interval,
-                            pong_timeout=self._pong_timeout,
-                            close_timeout=self._close_timeout,
-                            shared_keepalive=self._keepalive,
-                        )
-                    )
-                except ExecError as error:
-                    # A 401 refused the upgrade: the command never started, so fresh
-                    # credentials may try once more.
-                    if (
-                        error.http_status == 401
-                        and attempt == 1
-                        and await rest.refresh_after_unauthorized(generation)
-                    ):
-                        continue
-                    raise
-                break
-            yield connection
+        for attempt in (1, 2):
+            generation = self.config.credentials_generation
+            headers = await rest.auth_headers() + impersonation_headers()
+            # ``opened`` tells a refusal of the upgrade (retried below) from the caller's errors.
+            opened = False
+            try:
+                async with open_exec_connection(
+                    self._open_transport,
+                    url,
+                    subprotocols,
+                    ssl_context=self.config.ssl_context,
+                    headers=headers,
+                    connect_timeout=self._request_timeout,
+                    ping_interval=self._ping_interval,
+                    pong_timeout=self._pong_timeout,
+                    close_timeout=self._close_timeout,
+                    shared_keepalive=self._keepalive,
+                ) as connection:
+                    opened = True
+                    yield connection
+                    return
+            except ExecError as error:
+                # A 401 refused the upgrade: the command never started, so fresh credentials
+                # may try once more.
+                if (
+                    not opened
+                    and error.http_status == 401
+                    and attempt == 1
+                    and await rest.refresh_after_unauthorized(generation)
+                ):
+                    continue
+                raise
