@@ -19,7 +19,9 @@ each row executes per 32 KiB message, counted by valgrind's callgrind (each row 
 in a fresh interpreter under ``PYTHONHASHSEED=0``; the difference over 16 MB, so start-up
 cancels out). It excludes the kernel (socket reads, page faults), and callgrind counts a memory
 copy as about one instruction per byte, so a 32 KiB copy weighs ~33 k: compare it with the CPU
-row, not instead of it. About five minutes on top.
+row, not instead of it. It also counts the instructions of one ``execute(["true"])`` with the
+target cache warm (each cached-latency row at 20 and 120 calls, the difference over 100), new
+and old against the bare WebSocket exec of the same library. About fifteen minutes on top.
 
 Caveat: REF runs with this tree's dependencies; a REF that needs others fails its rows (each
 failure is reported with the measurement's last line of stderr).
@@ -110,6 +112,14 @@ def check_sources(samples: Mapping[str, Samples], trees: Mapping[str, Path]) -> 
 
 #: The two sizes (MB) each row runs at under callgrind; their difference is what is counted.
 INSTRUCTION_SIZES_MB = (8, 24)
+#: ``execute(["true"])`` with the target cache warm is counted at these iteration counts; the
+#: difference over the gap is one execute (start-up and warm-up cancel out).
+INSTRUCTION_ITERATIONS = (20, 120)
+#: Each cached-latency row and the bare exec of the same library it is held against.
+LATENCY_INSTRUCTION_KINDS = (
+    ("trio-cached-latency", "trio-bare-latency"),
+    ("asyncio-cached-latency", "asyncio-bare-latency"),
+)
 _COLLECTED = re.compile(r"Collected : (\d+)")
 
 
@@ -172,6 +182,58 @@ def instruction_table(
                 f"{report.times(ratio(new, old)):>9}"
             )
             figures[kind] = {"new": new, "old": old, "new_over_old": ratio(new, old)}
+    show_progress("")
+    return lines, figures
+
+
+def latency_instruction_table(
+    endpoint: Endpoint, envs: Mapping[str, dict[str, str]]
+) -> tuple[list[str], dict[str, Any]]:
+    """Instructions per ``execute(["true"])`` with the cache warm, new against old, and each
+    side against the bare WebSocket exec of the same library (its target is <= 1.2x)."""
+    low, high = INSTRUCTION_ITERATIONS
+    header = f"{'':<34}{'new M':>9}{'old M':>9}{'bare M':>9}{'new/old':>9}{'new/bare':>9}"
+    lines = [header, "-" * len(header)]
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="kuber-exec-callgrind-") as directory:
+        for kind, bare_kind in LATENCY_INSTRUCTION_KINDS:
+            per_call: dict[str, float] = {}
+            try:
+                # The bare exec is the same code on both sides: counted once, with new's env.
+                for side, row, env in (
+                    ("new", kind, envs["new"]),
+                    ("old", kind, envs["old"]),
+                    ("bare", bare_kind, envs["new"]),
+                ):
+                    show_progress(f"callgrind: {row}, {side}")
+                    counts = [
+                        instructions(
+                            endpoint,
+                            row,
+                            env,
+                            1,
+                            Path(directory),
+                            ("--iterations", str(iterations)),
+                        )
+                        for iterations in (low, high)
+                    ]
+                    per_call[side] = (counts[1] - counts[0]) / (high - low)
+            except RuntimeError as error:
+                lines.append(f"{label(kind):<34}  failed: {error}")
+                figures[kind] = {"error": str(error)}
+                continue
+            new, old, bare = per_call["new"], per_call["old"], per_call["bare"]
+            lines.append(
+                f"{label(kind):<34}{new / 1e6:>9.2f}{old / 1e6:>9.2f}{bare / 1e6:>9.2f}"
+                f"{report.times(ratio(new, old)):>9}{report.times(ratio(new, bare)):>9}"
+            )
+            figures[kind] = {
+                "new": new,
+                "old": old,
+                "bare": bare,
+                "new_over_old": ratio(new, old),
+                "new_over_bare": ratio(new, bare),
+            }
     show_progress("")
     return lines, figures
 
@@ -249,6 +311,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             latency = rounds(endpoint, latency_jobs, repeat, "latency", alternate=True)
             counted = instruction_table(endpoint, envs) if args.instructions else None
+            counted_latency = (
+                latency_instruction_table(endpoint, envs) if args.instructions else None
+            )
     check_sources(throughput, trees)
     check_sources(latency, trees)
     out = [
@@ -295,6 +360,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         title = "User-space instructions per 32 KiB message, callgrind (lower is better)"
         lines, figures[title] = counted
         out += [f"{title}:", *lines, ""]
+    if counted_latency is not None:
+        title = "User-space instructions per execute of `true`, cache warm, callgrind"
+        lines, figures[title] = counted_latency
+        out += [f"{title}:", *lines, ""]
     control = throughput[CONTROL]
     spread = [entry["bytes"] / entry["seconds"] / MB for entry in control.reports]
     if spread:
@@ -305,8 +374,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n".join(out), flush=True)
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-    failed = any(s.error for group in (throughput, latency) for s in group.values()) or (
-        counted is not None and any("error" in entry for entry in counted[1].values())
+    failed = any(s.error for group in (throughput, latency) for s in group.values()) or any(
+        table is not None and any("error" in entry for entry in table[1].values())
+        for table in (counted, counted_latency)
     )
     return 1 if failed else 0
 
