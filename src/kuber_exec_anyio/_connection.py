@@ -206,29 +206,28 @@ async def _close(transport: WebSocketTransport, graceful: bool, budget: float) -
     # A cancelled caller must not wait for the server's Close reply (the cancellation is what
     # it asked for), nor can a WebSocket whose send is blocked or half done take a Close frame:
     # then the TCP connection is dropped at once. Otherwise the closing handshake gets one
-    # round trip, bounded by ``budget``, while whatever the server still sends is read and
-    # dropped (unread messages would otherwise hide its Close reply behind backpressure).
-    # Either way the TCP connection is dropped afterwards, so nothing outlives the block.
+    # round trip, bounded by ``budget``: our Close goes out, then whatever the server still
+    # sends is read and dropped until its Close (unread messages would otherwise hide it behind
+    # backpressure). Nobody else receives any more (the session's reader has stopped), so this
+    # needs no task of its own. Either way the TCP connection is dropped afterwards, so nothing
+    # outlives the block.
     #
     # A transport that knows the handshake is already over (the server's Close arrived and the
-    # library has written its reply, as after every exec's status) says so with a true
-    # ``closing_handshake_done``: then nothing is left to wait for and no reader task is
-    # started (that task and its scopes were a measurable share of a short exec; issue 19).
+    # library has written its reply) says so with a true ``closing_handshake_done``: then
+    # nothing is left to wait for.
     if (
         graceful
         and not getattr(transport, "closing_handshake_done", False)
         and anyio.current_effective_deadline() != -math.inf
     ):
         with anyio.CancelScope(shield=True, deadline=anyio.current_time() + budget):
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(_discard_incoming, transport)
-                await transport.aclose()
-                tasks.cancel_scope.cancel()
+            if await transport.aclose():
+                await _discard_incoming(transport)
     transport.abort()
 
 
 async def _discard_incoming(transport: WebSocketTransport) -> None:
-    # Nobody else receives any more: the session's reader has stopped before the close.
+    # Until the server's Close (or the end of the connection).
     try:
         while True:
             await transport.receive()

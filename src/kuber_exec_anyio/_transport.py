@@ -106,8 +106,11 @@ class WebSocketTransport(Protocol):
         """
         ...
 
-    async def aclose(self) -> None:
-        """Send a Close frame and wait for the server's (the caller bounds the wait)."""
+    async def aclose(self) -> bool:
+        """Send a Close frame, without waiting for the server's: ``True`` when one went out and
+        the server's reply is to come, through :meth:`receive` (which raises
+        ``TransportClosed`` once it has); ``False`` when there is nothing to wait for (the
+        connection is already closing, or a Close cannot go out now)."""
         ...
 
     def abort(self) -> None:

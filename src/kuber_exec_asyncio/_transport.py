@@ -58,8 +58,7 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
 
     def __init__(self, protocol: ClientProtocol, options: TransportOptions) -> None:
         self._protocol = protocol
-        self._close_received = asyncio.Event()
-        self._received = ReceivedFrames(protocol, self._close_received, options.max_message_bytes)
+        self._received = ReceivedFrames(protocol, options.max_message_bytes)
         self._transport: asyncio.Transport | None = None
         # Until the upgrade's answer is whole, reads go to it; then the opener is woken.
         self._answer: UpgradeAnswer | None = UpgradeAnswer(protocol, options)
@@ -125,20 +124,20 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
         if not arrived:
             raise TransportClosed(clean=False)
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> bool:
         transport = self._transport
         if self._received.end is not None or self._protocol.state is not State.OPEN:
-            return  # already closing or closed: only the abort that follows is left
+            return False  # already closing or closed: only the abort that follows is left
         if transport is None or transport.get_write_buffer_size() > 0:
             # Unsent bytes: the peer is not reading, and a Close frame would wait behind them.
-            return
+            return False
         try:
             self._protocol.send_close(CLOSE_NORMAL)
         except InvalidState:
-            return
+            return False
         self._write_pending()
-        # The server's Close is read by whoever receives (the shared close keeps receiving).
-        await self._close_received.wait()
+        # The server's Close reply comes through receive(), as the end of the messages.
+        return True
 
     def abort(self) -> None:
         if self._transport is not None and not self._lost:

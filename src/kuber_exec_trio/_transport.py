@@ -63,8 +63,7 @@ class TrioWebSocketTransport:
     ) -> None:
         self._protocol = protocol
         self._stream = stream
-        self._close_received = trio.Event()
-        self._received = ReceivedFrames(protocol, self._close_received, max_message_bytes)
+        self._received = ReceivedFrames(protocol, max_message_bytes)
         self._write_lock = trio.Lock()
         self._aborted = False
 
@@ -121,16 +120,17 @@ class TrioWebSocketTransport:
         if not arrived:
             raise TransportClosed(clean=False)
 
-    async def aclose(self) -> None:
-        if self._received.end is None and self._protocol.state is State.OPEN:
-            async with self._write_lock:
-                try:
-                    self._protocol.send_close(CLOSE_NORMAL)
-                except InvalidState:
-                    return
-                await self._write_pending()
-        # The server's Close is read by whoever receives (the shared close keeps receiving).
-        await self._close_received.wait()
+    async def aclose(self) -> bool:
+        if self._received.end is not None or self._protocol.state is not State.OPEN:
+            return False  # already closing or closed: only the abort that follows is left
+        async with self._write_lock:
+            try:
+                self._protocol.send_close(CLOSE_NORMAL)
+            except InvalidState:
+                return False
+            await self._write_pending()
+        # The server's Close reply comes through receive(), as the end of the messages.
+        return True
 
     def abort(self) -> None:
         # Closing the socket is synchronous in trio and wakes a task blocked on it; for TLS,

@@ -83,7 +83,6 @@ class ReceivedFrames:
     def __init__(
         self,
         protocol: ClientProtocol,
-        close_received: Wakeable,
         max_message_bytes: int = MAX_SERVER_MESSAGE_BYTES,
     ) -> None:
         self.protocol = protocol
@@ -94,7 +93,6 @@ class ReceivedFrames:
         #: Whether the server's Close frame arrived.
         self.close_seen = False
         self._ending: TransportClosed | None = None
-        self._close_received = close_received
         self._max_message_bytes = max_message_bytes
         # The start of a frame that the last read cut short, and its length; once its header
         # is whole, the frame's first byte, header length, total length and _admit's answer.
@@ -316,13 +314,12 @@ class ReceivedFrames:
 
     def ended(self, closed: TransportClosed) -> None:
         """The connection is over (a Close, a failure, the end of the stream, an abort, a
-        broken socket): the first reason stays; waiting pings and the close wake."""
+        broken socket): the first reason stays; waiting pings wake."""
         if self._ending is None:
             self._ending = closed
             self._tail, self._tail_size, self._tail_frame = [], 0, None
         if not self.messages:
             self.end = self._ending
-        self._close_received.set()
         for event in self._pongs.values():
             event.set()  # a waiting ping wakes, finds its key still there, and raises
 

@@ -40,8 +40,9 @@ class RecordingTransport:
     async def ping(self) -> None:
         self.calls.append("ping")
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> bool:
         self.calls.append("aclose")
+        return True
 
     def abort(self) -> None:
         self.calls.append("abort")

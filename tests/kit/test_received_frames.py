@@ -82,7 +82,6 @@ class Peer:
     client: ClientProtocol
     server: ServerProtocol
     received: ReceivedFrames
-    close_received: Flag
 
     def written(self) -> bytes:
         """What the server queued since the last call."""
@@ -105,8 +104,7 @@ def connect(limit: int = MAX_SERVER_MESSAGE_BYTES) -> Peer:
     # The 101 came alone, so no frame is behind it.
     assert UpgradeAnswer(client, OPTIONS).receive_data(response_bytes(server, response)) == b""
     assert client.state is State.OPEN
-    flag = Flag()
-    return Peer(client, server, ReceivedFrames(client, flag, limit), flag)
+    return Peer(client, server, ReceivedFrames(client, limit))
 
 
 def sent(client: ClientProtocol) -> list[Frame]:
@@ -148,10 +146,9 @@ def bytewise(data: bytes) -> list[bytes]:
 
 
 def ended(peer: Peer) -> TransportClosed:
-    """How the connection ended (the close waiter was woken)."""
+    """How the connection ended."""
     end = peer.received.end
     assert end is not None
-    assert peer.close_received.times >= 1
     return end
 
 
@@ -313,7 +310,7 @@ def test_end_waits_until_every_earlier_message_is_taken(reads: str) -> None:
     }[reads]
     for piece in [*pieces, raw(0x82, b"later")]:
         peer.received.receive_data(piece)
-    assert (peer.received.close_seen, peer.close_received.times) == (True, 1)
+    assert peer.received.close_seen
     assert peer.received.end is None
     assert peer.received.next_message() == b"one"
     assert peer.received.next_message() == "two"
@@ -625,7 +622,7 @@ def test_101_read_byte_by_byte_hands_back_the_frames_behind_it() -> None:
         assert answer.receive_data(read) is None
     assert answer.receive_data(head[-1:] + frames) == frames
     assert client.state is State.OPEN
-    received = ReceivedFrames(client, Flag())
+    received = ReceivedFrames(client)
     received.receive_data(frames)
     assert [received.next_message(), received.next_message()] == [b"first", "second"]
 
