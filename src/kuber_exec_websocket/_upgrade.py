@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 from typing import NoReturn
 
 from websockets.client import ClientProtocol
@@ -17,6 +19,9 @@ from kuber_exec_core.kube import exec_upgrade_error
 
 __all__ = ["UpgradeAnswer", "open_protocol"]
 
+# A path and query that urllib would take as they are: RFC 3986's characters, without the
+# parameters (";"), the fragment ("#"), brackets, spaces and controls (which urllib drops).
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9\-._~%!$&'()*+,=:@/?]*")
 #: A response head longer than this is no API server's answer.
 _MAX_RESPONSE_HEAD = 64 * 1024
 _SWITCHING_PROTOCOLS = b"101"
@@ -39,7 +44,7 @@ def open_protocol(
     if url.startswith(("http://", "https://")):
         url = "ws" + url[len("http") :]
     try:
-        uri = parse_uri(url)
+        uri = websocket_uri(url)
     except InvalidHandshake as error:
         raise ExecError(
             ExecErrorCode.FAILED, f"The exec upgrade failed: {describe_error(error)}"
@@ -55,6 +60,34 @@ def open_protocol(
         request.headers[name] = value
     protocol.send_request(request)
     return protocol, uri
+
+
+def websocket_uri(url: str) -> WebSocketURI:
+    """``parse_uri(url)``, with the server part (``ws://host:port``) parsed once per server.
+
+    An exec URL is a server's base and a path of a thousand percent-encoded characters that
+    changes with every exec; ``urllib``'s parse of the whole URL was ~30 us of each. A plain
+    ASCII URL (no user information, parameters or fragment: what every exec URL is) is split
+    at its path; anything else goes to ``parse_uri`` whole.
+
+    Raises:
+        InvalidURI: as ``parse_uri``.
+    """
+    scheme_end = url.find("://")
+    path_start = url.find("/", scheme_end + 3) if scheme_end > 0 else -1
+    if path_start < 0:
+        return parse_uri(url)
+    server, rest = url[:path_start], url[path_start:]
+    if "@" in server or "?" in server or "#" in server or not _PLAIN_PATH.fullmatch(rest):
+        return parse_uri(url)
+    path, _, query = rest.partition("?")
+    origin = _server_uri(server)
+    return WebSocketURI(origin.secure, origin.host, origin.port, path, query)
+
+
+@functools.lru_cache(maxsize=64)
+def _server_uri(server: str) -> WebSocketURI:
+    return parse_uri(server + "/")
 
 
 class UpgradeAnswer:
