@@ -20,6 +20,8 @@ benchmark server's ``bench-stdout N M``; stdout bytes are counted):
 - ``trio-bare``, ``asyncio-bare``: the WebSocket library alone (trio-websocket, websockets) on the
   same pod's exec URL, offering ``v5.channel.k8s.io``, counting channel-1 payload bytes; the same
   transport settings as the adapters (receive buffer, message size, no compression), no core;
+- ``asyncio-bare-keep``: the websockets bare loop keeping stdout in one growing ``io.BytesIO``
+  as ``execute`` does: what keeping the output costs any client, for ``execute``'s target;
 - where trio's time goes (docs/benchmarks.md, "trio: where the time goes"), each one task on
   one ``trio.SocketStream`` reading ``--receive-bytes`` (256 KiB, the trio adapter's) at a time,
   no background task, no channel: ``trio-socket-bare``, the upgrade by hand and the bytes
@@ -48,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import io
 import json
 import os
 import resource
@@ -255,15 +258,19 @@ async def bare_trio(
     return stopwatch.stop(received)
 
 
-async def bare_asyncio(url: str, pod: str, command: list[str]) -> Transfer:
+async def bare_asyncio(url: str, pod: str, command: list[str], *, keep: bool = False) -> Transfer:
     from websockets.asyncio.client import connect
 
-    return await _bare_websockets(connect, url, pod, command)
+    return await _bare_websockets(connect, url, pod, command, keep=keep)
 
 
-async def _bare_websockets(connect: Any, url: str, pod: str, command: list[str]) -> Transfer:
-    """The ``websockets`` bare loop with ``connect`` (its asyncio or its trio client)."""
+async def _bare_websockets(
+    connect: Any, url: str, pod: str, command: list[str], *, keep: bool = False
+) -> Transfer:
+    """The ``websockets`` bare loop with ``connect`` (its asyncio or its trio client); with
+    ``keep``, stdout is kept in one growing ``io.BytesIO`` as ``execute`` keeps it."""
     received = 0
+    kept = io.BytesIO()
     stopwatch = Stopwatch()
     stopwatch.start()
     async with connect(
@@ -280,6 +287,10 @@ async def _bare_websockets(connect: Any, url: str, pod: str, command: list[str])
         async for message in websocket:
             if isinstance(message, bytes) and message[0] == STDOUT_CHANNEL:
                 received += len(message) - 1
+                if keep:
+                    kept.write(memoryview(message)[1:])
+    if keep and len(kept.getvalue()) != received:
+        raise RuntimeError("the kept output is not what was received")
     return stopwatch.stop(received)
 
 
@@ -627,6 +638,7 @@ THROUGHPUT_KINDS = (
     "asyncio-execute",
     "asyncio-interactive",
     "asyncio-bare",
+    "asyncio-bare-keep",
     "kubectl",
     "official",
 )
@@ -664,7 +676,7 @@ def preload(kind: str) -> None:
         import websockets.client
         import websockets.trio.client
         import wsproto  # noqa: F401
-    elif mode == "bare":
+    elif mode in ("bare", "bare-keep"):
         if runtime == "trio":
             import trio_websocket  # noqa: F401
         else:
@@ -704,6 +716,8 @@ def throughput(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         )
     elif kind == "trio-websockets-bare":
         transfer = _run_async(runtime, lambda: bare_trio_websockets(args.url, args.pod, command))
+    elif kind == "asyncio-bare-keep":
+        transfer = _run_async(runtime, lambda: bare_asyncio(args.url, args.pod, command, keep=True))
     elif runtime == "trio":
         transfer = _run_async(runtime, lambda: bare_trio(args.url, args.pod, command, receive))
     else:

@@ -19,6 +19,7 @@ FLAT_MEMORY_SLACK_KIB = 8 * 1024
 LABELS = {
     "raw-sink": "raw socket sink (no client, 10x)",
     "asyncio-bare": "websockets bare loop",
+    "asyncio-bare-keep": "websockets bare loop keeping its output",
     "trio-bare": "trio-websocket bare loop",
     "trio-socket-bare": "trio socket read, no parsing",
     "trio-wsproto-bare": "wsproto on a trio stream",
@@ -218,6 +219,12 @@ def targets(
     of("asyncio-execute", "asyncio-interactive", EXECUTE_GOAL)
     of("trio-interactive", FLOOR, TRIO_INTERACTIVE_GOAL)
     of("trio-execute", "trio-interactive", EXECUTE_GOAL)
+    keeping = ratio(_rate(big, "asyncio-bare-keep"), floor)
+    if keeping is not None:
+        found.info(
+            f"what keeping the output costs any client: {label('asyncio-bare-keep')} is "
+            f"{keeping:.0%} of {label(FLOOR)} (execute keeps it; interactive does not)"
+        )
     kubectl = _rate(big, "kubectl")
     for key in KUBER_KINDS:
         found.check(

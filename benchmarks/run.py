@@ -59,7 +59,7 @@ CLIENT_KINDS = (
     "trio-execute",
     "kubectl",
 )
-FAST_KINDS = (*CLIENT_KINDS, *TRIO_DIAGNOSTIC_KINDS)
+FAST_KINDS = (*CLIENT_KINDS, "asyncio-bare-keep", *TRIO_DIAGNOSTIC_KINDS)
 #: End to end: the clients alone (the sandbox, not the client, bounds them all).
 SANDBOX_KINDS = CLIENT_KINDS[1:]
 LATENCY_KINDS = (

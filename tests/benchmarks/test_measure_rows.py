@@ -21,6 +21,7 @@ ROWS = (
     "trio-sansio-bare",
     "trio-websockets-bare",
     "asyncio-bare",
+    "asyncio-bare-keep",
 )
 
 
