@@ -19,7 +19,7 @@ FLAT_MEMORY_SLACK_KIB = 8 * 1024
 LABELS = {
     "raw-sink": "raw socket sink (no client, 10x)",
     "asyncio-bare": "websockets bare loop",
-    "asyncio-bare-keep": "websockets bare loop keeping its output",
+    "asyncio-bare-keep": "websockets loop keeping output",
     "trio-bare": "trio-websocket bare loop",
     "trio-socket-bare": "trio socket read, no parsing",
     "trio-wsproto-bare": "wsproto on a trio stream",
