@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
-from urllib.parse import quote
 
 import attrs
 
 from ._errors import ExecError, ExecErrorCode
 from ._kube_api import PODS
+from ._quoting import quote_value
 from ._target import ResolvedTarget
 
 __all__ = [
@@ -18,46 +17,8 @@ __all__ = [
     "exec_path",
     "parse_exec_flag",
     "parse_exec_query",
-    "quote_once",
     "quote_value",
 ]
-
-# What ``quote(value, safe="")`` leaves as it is: RFC 3986's unreserved characters.
-_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
-# Every other ASCII character to its percent-encoding, for ``str.translate``: one C loop over
-# the value instead of a Python call per byte (the supervised prologue is ~400 characters, and
-# ``quote`` took a measurable share of a short exec's CPU).
-_ASCII_QUOTED = {code: f"%{code:02X}" for code in range(128) if chr(code) not in _UNRESERVED}
-
-
-# A value made only of unreserved characters is its own encoding (most argv elements).
-_UNRESERVED_TEXT = re.compile(r"[A-Za-z0-9_.~-]*")
-# Constant arguments sent with many execs (the supervised prologue and the cleanup script, a few
-# hundred characters each), encoded once: ``str.translate`` with multi-character replacements
-# costs about 0.1 us per character, which for the prologue was ~45 us of every exec.
-_QUOTED_ONCE: dict[str, str] = {}
-
-
-def quote_once(value: str) -> None:
-    """Encode the constant ``value`` now; :func:`quote_value` then returns it without work.
-
-    For the core's own scripts only (a handful of module constants): never for a caller's
-    arguments, which must not outlive their exec in memory.
-    """
-    _QUOTED_ONCE[value] = quote_value(value)
-
-
-def quote_value(value: str) -> str:
-    """``value`` percent-encoded as a query component: exactly ``urllib.parse.quote(value,
-    safe="")`` (UTF-8 for non-ASCII), computed faster for ASCII text."""
-    quoted = _QUOTED_ONCE.get(value)
-    if quoted is not None:
-        return quoted
-    if value.isascii():
-        if _UNRESERVED_TEXT.fullmatch(value):
-            return value
-        return value.translate(_ASCII_QUOTED)
-    return quote(value, safe="")
 
 
 @attrs.frozen(kw_only=True)

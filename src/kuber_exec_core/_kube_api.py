@@ -13,10 +13,9 @@ what both need: the resources (:class:`ResourceKind`: paths and parsers), LIST p
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import attrs
 
@@ -33,6 +32,7 @@ from ._objects import (
     parse_replica_set,
     resolve_pod_owners,
 )
+from ._quoting import quote_value
 from ._selector import LabelSelector
 
 __all__ = [
@@ -77,15 +77,9 @@ class _Snapshot(Protocol):
 SnapshotT = TypeVar("SnapshotT", bound=_Snapshot)
 
 
-_UNRESERVED_NAME = re.compile(r"[A-Za-z0-9_.~-]+")
-
-
 def _segment(value: str) -> str:
-    # Names are validated DNS names; quoting anyway keeps any path injection impossible (a name
-    # of unreserved characters only, the usual case, is its own quoting).
-    if _UNRESERVED_NAME.fullmatch(value):
-        return value
-    return quote(value, safe="")
+    # Names are validated DNS names; quoting anyway keeps any path injection impossible.
+    return quote_value(value)
 
 
 @attrs.frozen(kw_only=True)

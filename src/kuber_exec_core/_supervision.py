@@ -29,8 +29,8 @@ from collections.abc import Sequence
 import attrs
 
 from ._errors import ExecErrorCode
-from ._exec_url import quote_once
 from ._frames import Error
+from ._quoting import quote_once
 
 __all__ = [
     "CLEANUP_MARKER",
