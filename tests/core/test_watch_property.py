@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -458,29 +458,33 @@ def _rest_pods(api: FakeApi, namespace: str, selector: LabelSelector) -> tuple[P
     return listing.result()
 
 
-def _rest_resolution(api: FakeApi, request: ExecRequest) -> ResolvedTarget:
+def _resolution(
+    request: ExecRequest,
+    get_deployment: Callable[[str, str], Deployment | None],
+    list_pods: Callable[[str, LabelSelector], Sequence[Pod]],
+) -> ResolvedTarget:
+    # A synchronous driver of the plan over two reads: never remembered.
     plan = TargetResolution(request, ExecLimits())
     while True:
         match plan.next_event():
             case FetchDeployment(namespace=namespace, name=name):
-                plan.deployment_received(_rest_deployment(api, namespace, name))
+                plan.deployment_received(get_deployment(namespace, name))
             case FetchPods(namespace=namespace, selector=selector):
-                plan.pods_received(_rest_pods(api, namespace, selector))
+                plan.pods_received(list_pods(namespace, selector))
             case TargetResolved(target=target):
                 return target
+
+
+def _rest_resolution(api: FakeApi, request: ExecRequest) -> ResolvedTarget:
+    return _resolution(
+        request,
+        lambda namespace, name: _rest_deployment(api, namespace, name),
+        lambda namespace, selector: _rest_pods(api, namespace, selector),
+    )
 
 
 def _store_resolution(store: WatchStore, request: ExecRequest) -> ResolvedTarget:
-    # Resolution through the store's two reads, as a driver runs it: never remembered.
-    plan = TargetResolution(request, ExecLimits())
-    while True:
-        match plan.next_event():
-            case FetchDeployment(namespace=namespace, name=name):
-                plan.deployment_received(store.get_deployment(namespace, name))
-            case FetchPods(namespace=namespace, selector=selector):
-                plan.pods_received(store.list_pods(namespace, selector))
-            case TargetResolved(target=target):
-                return target
+    return _resolution(request, store.get_deployment, store.list_pods)
 
 
 def _check_remembered(store: WatchStore, request: ExecRequest) -> None:
