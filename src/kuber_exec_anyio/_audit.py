@@ -10,12 +10,11 @@ to a bounded queue drained by its own thread. An exception from a hook is logged
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 import attrs
@@ -30,7 +29,7 @@ from kuber_exec_core import (
 )
 from kuber_exec_core.supervision import CleanupOutcome
 
-__all__ = ["AuditEvent", "AuditHook", "AuditRecord", "audited"]
+__all__ = ["AuditEvent", "AuditHook", "AuditRecord"]
 
 logger = logging.getLogger("kuber_exec")
 
@@ -288,13 +287,3 @@ class AuditRecord:
             recording_error=self._recording_error,
             **fields,  # type: ignore[arg-type]
         )
-
-
-@contextlib.contextmanager
-def audited(record: AuditRecord) -> Iterator[AuditRecord]:
-    """Emit ``record``'s ``ended`` event for an exception leaving the block, and re-raise it."""
-    try:
-        yield record
-    except BaseException as error:
-        record.interrupted(error)
-        raise

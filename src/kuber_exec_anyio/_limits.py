@@ -10,8 +10,6 @@ too long; when a limit passes, and what the frame says, is
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import anyio
@@ -32,16 +30,16 @@ class WorkspaceSlots:
         self.limit = limit
         self._open: dict[Workspace, int] = {}
 
-    @contextlib.contextmanager
-    def hold(self, workspace: Workspace) -> Iterator[None]:
-        """Hold one slot for the block.
+    def take(self, workspace: Workspace) -> bool:
+        """Take one of ``workspace``'s slots; whether one was taken (``False``: there is no
+        limit, or the request is invalid and validation refuses it next). Give a taken slot
+        back with :meth:`give_back`.
 
         Raises:
             ExecError: ``EXEC_ABORTED`` when the workspace already holds ``limit`` slots.
         """
         if self.limit is None or not isinstance(workspace, Workspace):
-            yield  # No limit, or an invalid request that validation refuses next.
-            return
+            return False
         # No await between the check and the count: atomic on one event loop.
         count = self._open.get(workspace, 0)
         if count >= self.limit:
@@ -51,14 +49,15 @@ class WorkspaceSlots:
                 f"(the limit is {self.limit}); close one and try again",
             )
         self._open[workspace] = count + 1
-        try:
-            yield
-        finally:
-            remaining = self._open[workspace] - 1
-            if remaining:
-                self._open[workspace] = remaining
-            else:
-                del self._open[workspace]
+        return True
+
+    def give_back(self, workspace: Workspace) -> None:
+        """Give back a slot :meth:`take` took."""
+        remaining = self._open[workspace] - 1
+        if remaining:
+            self._open[workspace] = remaining
+        else:
+            del self._open[workspace]
 
 
 async def enforce_session_limits(session: InteractiveSession, deadlines: SessionDeadlines) -> None:
