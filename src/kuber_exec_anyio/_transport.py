@@ -120,7 +120,8 @@ class WebSocketTransport(Protocol):
 
 @attrs.frozen(kw_only=True, repr=False)
 class TransportOptions:
-    """How to open one exec WebSocket. ``headers`` may carry credentials: never in a repr."""
+    """How to open one exec WebSocket. ``headers`` may carry credentials: never in a repr.
+    ``connect_timeout`` bounds the connect (TCP, TLS) and the upgrade's answer together."""
 
     url: str
     subprotocols: tuple[str, ...]

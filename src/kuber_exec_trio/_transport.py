@@ -205,13 +205,13 @@ async def open_trio_transport(options: TransportOptions) -> AsyncIterator[TrioWe
             the seed's mapping of a refused upgrade (``exec_upgrade_error``) otherwise.
     """
     protocol, uri = open_protocol(options, "kuber_exec.trio.transport")
-    stream = await _connect(
-        uri.host, uri.port, uri.secure, options.ssl_context, options.connect_timeout
-    )
+    # One deadline for the connect and the upgrade's answer, as on asyncio.
+    deadline = trio.current_time() + options.connect_timeout
+    stream = await _connect(uri.host, uri.port, uri.secure, options.ssl_context, deadline)
     try:
-        with trio.move_on_after(options.connect_timeout) as deadline:
+        with trio.move_on_at(deadline) as upgrading:
             first = await _upgrade(protocol, stream, options)
-        if deadline.cancelled_caught:
+        if upgrading.cancelled_caught:
             raise ExecError(
                 ExecErrorCode.FAILED,
                 f"The exec upgrade failed: no answer within {options.connect_timeout:g} s",
@@ -249,7 +249,7 @@ async def _connect(
     host: str, port: int | None, secure: bool, context: ssl.SSLContext | None, deadline: float
 ) -> _Stream:
     try:
-        with trio.fail_after(deadline):
+        with trio.fail_at(deadline):
             tcp = await trio.open_tcp_stream(host, port or (443 if secure else 80))
             if not secure:
                 return tcp

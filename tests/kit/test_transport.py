@@ -440,3 +440,42 @@ def test_a_refused_upgrade_without_a_length_is_reported_at_the_close(runtime: Ru
         assert refused.value.http_status == 403
 
     runtime.run(main)
+
+
+def test_an_unanswered_upgrade_fails_at_the_connect_deadline_and_says_so(
+    runtime: Runtime,
+) -> None:
+    # The connect and the upgrade's answer share ``connect_timeout``: a server that accepts
+    # and never answers fails the opening with the upgrade named, and the client drops its
+    # socket (the server reads the end of the stream).
+    async def main() -> None:
+        async with loopback_listener() as (listener, port):
+            client_gone = anyio.Event()
+
+            async def never_answer() -> None:
+                stream = await listener.accept()
+                async with stream:
+                    try:
+                        while True:
+                            await stream.receive(65536)  # the request, then the end
+                    except (anyio.EndOfStream, anyio.BrokenResourceError):
+                        client_gone.set()
+
+            options = TransportOptions(
+                url=f"ws://127.0.0.1:{port}/exec",
+                subprotocols=(V5,),
+                ssl_context=None,
+                headers=(),
+                connect_timeout=0.2,
+            )
+            async with anyio.create_task_group() as group:
+                group.start_soon(never_answer)
+                with pytest.raises(ExecError) as failed:
+                    async with runtime.open_transport(options):
+                        pass
+                with anyio.fail_after(5):
+                    await client_gone.wait()
+        assert failed.value.code.value == "EXEC_FAILED"
+        assert failed.value.message == "The exec upgrade failed: no answer within 0.2 s"
+
+    runtime.run(main)
