@@ -46,6 +46,7 @@ from ._connection import (
     WebSocketExecConnection,
     open_exec_connection,
 )
+from ._delegating import DelegatingBlock
 from ._drivers import resolve_target
 from ._identity import current_impersonation, impersonation_headers
 from ._keepalive import SharedKeepalive
@@ -308,44 +309,63 @@ class KubernetesBackend:
     ) -> AbstractAsyncContextManager[WebSocketExecConnection]:
         """Open the exec WebSocket for ``command`` in ``target``, authenticated."""
         url = self.config.websocket_base + exec_path(target, command, streams)
-        return self._exec(target.namespace, url, subprotocols)
+        return _AuthenticatedExec(self, target.namespace, url, subprotocols)
 
-    @asynccontextmanager
-    async def _exec(
+    async def _open_exec(
         self, namespace: str, url: str, subprotocols: Sequence[Subprotocol]
-    ) -> AsyncIterator[WebSocketExecConnection]:
+    ) -> tuple[AbstractAsyncContextManager[Any], WebSocketExecConnection]:
+        # _AuthenticatedExec's entry: the exec connection's block, entered, and its connection.
         rest = self._client()
         if self.preflight is not None:
             await self.preflight.check(rest, namespace, current_impersonation())
-        for attempt in (1, 2):
-            generation = self.config.credentials_generation
-            headers = await rest.auth_headers() + impersonation_headers()
-            # ``opened`` tells a refusal of the upgrade (retried below) from the caller's errors.
-            opened = False
-            try:
-                async with open_exec_connection(
-                    self._open_transport,
-                    url,
-                    subprotocols,
-                    ssl_context=self.config.ssl_context,
-                    headers=headers,
-                    connect_timeout=self._request_timeout,
-                    ping_interval=self._ping_interval,
-                    pong_timeout=self._pong_timeout,
-                    close_timeout=self._close_timeout,
-                    shared_keepalive=self._keepalive,
-                ) as connection:
-                    opened = True
-                    yield connection
-                    return
-            except ExecError as error:
-                # A 401 refused the upgrade: the command never started, so fresh credentials
-                # may try once more.
-                if (
-                    not opened
-                    and error.http_status == 401
-                    and attempt == 1
-                    and await rest.refresh_after_unauthorized(generation)
-                ):
-                    continue
+        generation = self.config.credentials_generation
+        block = self._connection_block(url, subprotocols, await rest.auth_headers())
+        try:
+            return block, await block.__aenter__()
+        except ExecError as error:
+            # A 401 refused the upgrade: the command never started, so fresh credentials may
+            # try once more.
+            if error.http_status != 401 or not await rest.refresh_after_unauthorized(generation):
                 raise
+        block = self._connection_block(url, subprotocols, await rest.auth_headers())
+        return block, await block.__aenter__()
+
+    def _connection_block(
+        self, url: str, subprotocols: Sequence[Subprotocol], auth: list[tuple[str, str]]
+    ) -> AbstractAsyncContextManager[WebSocketExecConnection]:
+        return open_exec_connection(
+            self._open_transport,
+            url,
+            subprotocols,
+            ssl_context=self.config.ssl_context,
+            headers=auth + impersonation_headers(),
+            connect_timeout=self._request_timeout,
+            ping_interval=self._ping_interval,
+            pong_timeout=self._pong_timeout,
+            close_timeout=self._close_timeout,
+            shared_keepalive=self._keepalive,
+        )
+
+
+class _AuthenticatedExec(DelegatingBlock[WebSocketExecConnection]):
+    """``KubernetesBackend.exec``'s block: the access preflight, the credentials (fresh ones
+    once after a 401 refusal of the upgrade), then the exec connection's own block."""
+
+    __slots__ = ("_backend", "_namespace", "_subprotocols", "_url")
+
+    def __init__(
+        self,
+        backend: KubernetesBackend,
+        namespace: str,
+        url: str,
+        subprotocols: Sequence[Subprotocol],
+    ) -> None:
+        self._backend = backend
+        self._namespace = namespace
+        self._url = url
+        self._subprotocols = subprotocols
+
+    async def _enter(
+        self,
+    ) -> tuple[AbstractAsyncContextManager[Any], WebSocketExecConnection]:
+        return await self._backend._open_exec(self._namespace, self._url, self._subprotocols)

@@ -13,8 +13,9 @@ command may have started.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 from kuber_exec_core import (
     ExecError,
@@ -26,6 +27,7 @@ from kuber_exec_core import (
 )
 
 from ._backend import Backend, ExecConnection
+from ._delegating import DelegatingBlock
 
 __all__ = ["Retarget", "open_exec"]
 
@@ -37,8 +39,7 @@ Retarget = Callable[
 ]
 
 
-@asynccontextmanager
-async def open_exec(
+def open_exec(
     backend: Backend,
     request: ExecRequest,
     limits: ExecLimits,
@@ -48,7 +49,7 @@ async def open_exec(
     retargeted: Callable[[ResolvedTarget], None],
     *,
     command: Sequence[str] | None = None,
-) -> AsyncIterator[tuple[ResolvedTarget, ExecConnection]]:
+) -> AbstractAsyncContextManager[tuple[ResolvedTarget, ExecConnection]]:
     """``backend.exec(target, ...)``; after a refusal the backend's ``retarget`` hook accepts,
     once more on the target it gives (``retargeted`` is told first). Yields the target the
     connection is for, and the connection. ``command``: the argv to run (default the
@@ -59,29 +60,70 @@ async def open_exec(
             raised (the current answer for ``request``: e.g. ``EXEC_TARGET_NOT_READY``).
     """
     argv = request.command if command is None else command
-    # Plain nested blocks, not an exit stack (a measurable share of a short exec; issue 19):
-    # ``opened`` tells a refusal on entry, the only thing retried, from the caller's errors.
-    opened = False
-    try:
-        async with backend.exec(target, argv, streams, subprotocols) as connection:
-            opened = True
-            yield target, connection
-            return
-    except ExecError as error:
-        if opened:
-            raise
-        refusal = error
-    retarget: Retarget | None = getattr(backend, "retarget", None)
-    fresh = None if retarget is None else await retarget(request, limits, target, refusal)
-    if fresh is None:
-        raise refusal
-    logger.info(
-        "exec into %s/%s was refused (%s); retrying once on pod %s",
-        target.namespace,
-        target.pod,
-        refusal.message,
-        fresh.pod,
+    return _RetargetedExec(
+        backend, request, limits, target, argv, streams, subprotocols, retargeted
     )
-    retargeted(fresh)
-    async with backend.exec(fresh, argv, streams, subprotocols) as connection:
-        yield fresh, connection
+
+
+class _RetargetedExec(DelegatingBlock[tuple[ResolvedTarget, ExecConnection]]):
+    """:func:`open_exec`'s block. Only a refusal on entry is retried: once the connection has
+    opened, the command may have started."""
+
+    __slots__ = (
+        "_argv",
+        "_backend",
+        "_limits",
+        "_request",
+        "_retargeted",
+        "_streams",
+        "_subprotocols",
+        "_target",
+    )
+
+    def __init__(
+        self,
+        backend: Backend,
+        request: ExecRequest,
+        limits: ExecLimits,
+        target: ResolvedTarget,
+        argv: Sequence[str],
+        streams: ExecStreams,
+        subprotocols: Sequence[Subprotocol],
+        retargeted: Callable[[ResolvedTarget], None],
+    ) -> None:
+        self._backend = backend
+        self._request = request
+        self._limits = limits
+        self._target = target
+        self._argv = argv
+        self._streams = streams
+        self._subprotocols = subprotocols
+        self._retargeted = retargeted
+
+    async def _enter(
+        self,
+    ) -> tuple[AbstractAsyncContextManager[Any], tuple[ResolvedTarget, ExecConnection]]:
+        backend, target = self._backend, self._target
+        block = backend.exec(target, self._argv, self._streams, self._subprotocols)
+        try:
+            return block, (target, await block.__aenter__())
+        except ExecError as error:
+            refusal = error
+        retarget: Retarget | None = getattr(backend, "retarget", None)
+        fresh = (
+            None
+            if retarget is None
+            else await retarget(self._request, self._limits, target, refusal)
+        )
+        if fresh is None:
+            raise refusal
+        logger.info(
+            "exec into %s/%s was refused (%s); retrying once on pod %s",
+            target.namespace,
+            target.pod,
+            refusal.message,
+            fresh.pod,
+        )
+        self._retargeted(fresh)
+        block = backend.exec(fresh, self._argv, self._streams, self._subprotocols)
+        return block, (fresh, await block.__aenter__())
