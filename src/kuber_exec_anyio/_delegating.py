@@ -4,7 +4,7 @@ Opening an exec passes through several layers (the retry on a stale cached targe
 with fresh credentials, the connection, the transport), each a context manager entered for
 every exec. Written as ``@asynccontextmanager`` generators each layer cost ~12 k instructions
 per exec on asyncio (a generator frame, its wrapper and two extra coroutine steps; issue 19).
-:class:`DelegatingBlock` is the same thing as a class: the subclass's :meth:`_enter` opens the
+:class:`DelegatingBlock` is the same thing as a class: the subclass's ``_enter`` opens the
 inner block, perhaps after a refused try; leaving is the inner block's own exit. It also says
 plainly what the generators needed a flag for: only an error on entry is a refusal to retry,
 never the caller's errors inside the block.
@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 
 class DelegatingBlock(Generic[T]):
-    """Enter with :meth:`_enter` (a subclass's: the inner block, already entered, and the
+    """Enter with ``_enter`` (a subclass's: the inner block, already entered, and the
     value the ``async with`` gets); exit through that inner block's ``__aexit__``. Entered
     once."""
 
