@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 from collections.abc import Iterator
 from types import ModuleType
 
@@ -33,6 +34,17 @@ settings.register_profile(
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "default")
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Start from the signal dispositions a terminal gives, however the run was launched: a
+    # shell's `cmd &` or `nohup` leaves SIGINT, SIGQUIT or SIGHUP ignored, every process the
+    # tests start (the sandbox's pod processes, the CLI) inherits that, and the tests of
+    # hang-ups and interrupts then see a shell that outlives its HUP or a CLI that ignores ^C.
+    del config
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
