@@ -281,6 +281,11 @@ class ReceivedFrames:
                     "invalid UTF-8 in the close reason",
                     "the server sent invalid UTF-8",
                 ) from None
+        if self._fragmented_opcode is not None:
+            # RFC 6455 allows a control frame between fragments, but a Close there ends the
+            # connection with a message cut short: output lost, not a clean end (websockets
+            # fails it the same way).
+            raise _protocol_error("a Close frame inside a fragmented message")
         self.close_seen = True
         protocol = self.protocol
         if protocol.state is State.OPEN:

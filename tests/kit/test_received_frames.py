@@ -365,6 +365,10 @@ PROTOCOL_VIOLATIONS = {
     "stray continuation": (raw(0x80, b"x"), "a continuation frame outside a message"),
     "data in fragments": (raw(0x02, b"a") + raw(0x81, b"b"), "a new message inside a fragmented"),
     "one-byte close": (raw(0x88, b"\x03"), "a Close frame with a one-byte payload"),
+    "close in fragments": (
+        raw(0x02, b"a") + raw(0x88, (1000).to_bytes(2, "big")),
+        "a Close frame inside a fragmented message",
+    ),
 }
 
 
