@@ -7,6 +7,7 @@ which each runtime binding (``kuber_exec_trio``, ``kuber_exec_asyncio``) supplie
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
@@ -309,12 +310,15 @@ class KubernetesBackend:
     ) -> AbstractAsyncContextManager[WebSocketExecConnection]:
         """Open the exec WebSocket for ``command`` in ``target``, authenticated."""
         url = self.config.websocket_base + exec_path(target, command, streams)
-        return _AuthenticatedExec(self, target.namespace, url, subprotocols)
+        return DelegatingBlock(
+            functools.partial(self._open_exec, target.namespace, url, subprotocols)
+        )
 
     async def _open_exec(
         self, namespace: str, url: str, subprotocols: Sequence[Subprotocol]
     ) -> tuple[AbstractAsyncContextManager[Any], WebSocketExecConnection]:
-        # _AuthenticatedExec's entry: the exec connection's block, entered, and its connection.
+        # exec()'s entry: the access preflight, the credentials (fresh ones once after a 401
+        # refusal of the upgrade), then the exec connection's block, entered, and its connection.
         rest = self._client()
         if self.preflight is not None:
             await self.preflight.check(rest, namespace, current_impersonation())
@@ -345,27 +349,3 @@ class KubernetesBackend:
             close_timeout=self._close_timeout,
             shared_keepalive=self._keepalive,
         )
-
-
-class _AuthenticatedExec(DelegatingBlock[WebSocketExecConnection]):
-    """``KubernetesBackend.exec``'s block: the access preflight, the credentials (fresh ones
-    once after a 401 refusal of the upgrade), then the exec connection's own block."""
-
-    __slots__ = ("_backend", "_namespace", "_subprotocols", "_url")
-
-    def __init__(
-        self,
-        backend: KubernetesBackend,
-        namespace: str,
-        url: str,
-        subprotocols: Sequence[Subprotocol],
-    ) -> None:
-        self._backend = backend
-        self._namespace = namespace
-        self._url = url
-        self._subprotocols = subprotocols
-
-    async def _enter(
-        self,
-    ) -> tuple[AbstractAsyncContextManager[Any], WebSocketExecConnection]:
-        return await self._backend._open_exec(self._namespace, self._url, self._subprotocols)

@@ -12,6 +12,7 @@ command may have started.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -60,70 +61,49 @@ def open_exec(
             raised (the current answer for ``request``: e.g. ``EXEC_TARGET_NOT_READY``).
     """
     argv = request.command if command is None else command
-    return _RetargetedExec(
-        backend, request, limits, target, argv, streams, subprotocols, retargeted
+    return DelegatingBlock(
+        functools.partial(
+            _open_retargeted,
+            backend,
+            request,
+            limits,
+            target,
+            argv,
+            streams,
+            subprotocols,
+            retargeted,
+        )
     )
 
 
-class _RetargetedExec(DelegatingBlock[tuple[ResolvedTarget, ExecConnection]]):
-    """:func:`open_exec`'s block. Only a refusal on entry is retried: once the connection has
-    opened, the command may have started."""
-
-    __slots__ = (
-        "_argv",
-        "_backend",
-        "_limits",
-        "_request",
-        "_retargeted",
-        "_streams",
-        "_subprotocols",
-        "_target",
+async def _open_retargeted(
+    backend: Backend,
+    request: ExecRequest,
+    limits: ExecLimits,
+    target: ResolvedTarget,
+    argv: Sequence[str],
+    streams: ExecStreams,
+    subprotocols: Sequence[Subprotocol],
+    retargeted: Callable[[ResolvedTarget], None],
+) -> tuple[AbstractAsyncContextManager[Any], tuple[ResolvedTarget, ExecConnection]]:
+    # open_exec's entry. Only a refusal on entry is retried: once the connection has opened,
+    # the command may have started.
+    block = backend.exec(target, argv, streams, subprotocols)
+    try:
+        return block, (target, await block.__aenter__())
+    except ExecError as error:
+        refusal = error
+    retarget: Retarget | None = getattr(backend, "retarget", None)
+    fresh = None if retarget is None else await retarget(request, limits, target, refusal)
+    if fresh is None:
+        raise refusal
+    logger.info(
+        "exec into %s/%s was refused (%s); retrying once on pod %s",
+        target.namespace,
+        target.pod,
+        refusal.message,
+        fresh.pod,
     )
-
-    def __init__(
-        self,
-        backend: Backend,
-        request: ExecRequest,
-        limits: ExecLimits,
-        target: ResolvedTarget,
-        argv: Sequence[str],
-        streams: ExecStreams,
-        subprotocols: Sequence[Subprotocol],
-        retargeted: Callable[[ResolvedTarget], None],
-    ) -> None:
-        self._backend = backend
-        self._request = request
-        self._limits = limits
-        self._target = target
-        self._argv = argv
-        self._streams = streams
-        self._subprotocols = subprotocols
-        self._retargeted = retargeted
-
-    async def _enter(
-        self,
-    ) -> tuple[AbstractAsyncContextManager[Any], tuple[ResolvedTarget, ExecConnection]]:
-        backend, target = self._backend, self._target
-        block = backend.exec(target, self._argv, self._streams, self._subprotocols)
-        try:
-            return block, (target, await block.__aenter__())
-        except ExecError as error:
-            refusal = error
-        retarget: Retarget | None = getattr(backend, "retarget", None)
-        fresh = (
-            None
-            if retarget is None
-            else await retarget(self._request, self._limits, target, refusal)
-        )
-        if fresh is None:
-            raise refusal
-        logger.info(
-            "exec into %s/%s was refused (%s); retrying once on pod %s",
-            target.namespace,
-            target.pod,
-            refusal.message,
-            fresh.pod,
-        )
-        self._retargeted(fresh)
-        block = backend.exec(fresh, self._argv, self._streams, self._subprotocols)
-        return block, (fresh, await block.__aenter__())
+    retargeted(fresh)
+    block = backend.exec(fresh, argv, streams, subprotocols)
+    return block, (fresh, await block.__aenter__())
