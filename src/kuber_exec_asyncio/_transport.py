@@ -318,23 +318,17 @@ async def _open(
     connected = False
     try:
         async with asyncio.timeout(options.connect_timeout):
-            try:
-                await loop.create_connection(
-                    lambda: transport,
-                    host,
-                    port,
-                    ssl=context,
-                    server_hostname=host if secure else None,
-                )
-            except OSError as error:
-                raise ExecError(
-                    ExecErrorCode.FAILED,
-                    f"Could not connect to {host}:{port}: {describe_error(error)}",
-                ) from None
+            await loop.create_connection(
+                lambda: transport,
+                host,
+                port,
+                ssl=context,
+                server_hostname=host if secure else None,
+            )
             connected = True
             await transport.upgrade()
-    except TimeoutError as error:
-        if connected:
+    except OSError as error:  # TimeoutError among them
+        if connected:  # the upgrade's wait ends only in its answer or the deadline
             raise ExecError(
                 ExecErrorCode.FAILED,
                 f"The exec upgrade failed: no answer within {options.connect_timeout:g} s",
