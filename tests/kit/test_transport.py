@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import anyio
+import attrs
 import pytest
 from anyio.abc import SocketAttribute, SocketListener, SocketStream
 from hypothesis import given
@@ -127,6 +128,19 @@ async def loopback_listener() -> AsyncIterator[tuple[SocketListener, int]]:
         yield listener, listener.extra(SocketAttribute.local_port)
 
 
+def loopback_options(
+    port: int, *, scheme: str = "ws", connect_timeout: float = 10
+) -> TransportOptions:
+    """How to open the exec WebSocket of a test server on 127.0.0.1:``port``."""
+    return TransportOptions(
+        url=f"{scheme}://127.0.0.1:{port}/exec",
+        subprotocols=(V5,),
+        ssl_context=None,
+        headers=(),
+        connect_timeout=connect_timeout,
+    )
+
+
 @asynccontextmanager
 async def serving(
     serve: Serve, with_response: Callable[[ServerProtocol], None] | None = None
@@ -154,13 +168,7 @@ async def serving(
     async with loopback_listener() as (listener, port), anyio.create_task_group() as group:
         group.start_soon(accept_one, listener)
         try:
-            yield TransportOptions(
-                url=f"ws://127.0.0.1:{port}/exec",
-                subprotocols=(V5,),
-                ssl_context=None,
-                headers=(),
-                connect_timeout=10,
-            )
+            yield loopback_options(port)
         finally:
             group.cancel_scope.cancel()
 
@@ -371,14 +379,7 @@ def test_a_message_over_the_limit_is_refused_with_1009_and_named(
 
     async def main() -> None:
         async with serving(serve, too_big if with_the_response else None) as options:
-            small = TransportOptions(
-                url=options.url,
-                subprotocols=options.subprotocols,
-                ssl_context=None,
-                headers=(),
-                connect_timeout=10,
-                max_message_bytes=4096,
-            )
+            small = attrs.evolve(options, max_message_bytes=4096)
             async with runtime.open_transport(small) as transport:
                 with anyio.fail_after(10), pytest.raises(TransportClosed) as closed:
                     await transport.receive()
@@ -425,13 +426,7 @@ def test_a_refused_upgrade_without_a_length_is_reported_at_the_close(runtime: Ru
                     await stream.receive(65536)
                     await stream.send(b"HTTP/1.1 403 Forbidden\r\n\r\n")
 
-            options = TransportOptions(
-                url=f"http://127.0.0.1:{port}/exec",
-                subprotocols=(V5,),
-                ssl_context=None,
-                headers=(),
-                connect_timeout=10,
-            )
+            options = loopback_options(port, scheme="http")
             async with anyio.create_task_group() as group:
                 group.start_soon(refuse)
                 with pytest.raises(ExecError) as refused, anyio.fail_after(5):
@@ -461,13 +456,7 @@ def test_an_unanswered_upgrade_fails_at_the_connect_deadline_and_says_so(
                     except (anyio.EndOfStream, anyio.BrokenResourceError):
                         client_gone.set()
 
-            options = TransportOptions(
-                url=f"ws://127.0.0.1:{port}/exec",
-                subprotocols=(V5,),
-                ssl_context=None,
-                headers=(),
-                connect_timeout=0.2,
-            )
+            options = loopback_options(port, connect_timeout=0.2)
             async with anyio.create_task_group() as group:
                 group.start_soon(never_answer)
                 with pytest.raises(ExecError) as failed:
