@@ -1,25 +1,32 @@
-"""Authorization before the exec upgrade: a ``SelfSubjectAccessReview``, cached briefly.
+"""Authorization before the exec upgrade: ``SelfSubjectAccessReview``s, cached briefly.
 
 ``KubernetesBackend(config, preflight=ExecPreflight())`` asks the API server, before each exec
 upgrade, whether the requester (the impersonated user when the request acts for one, else the
-service) may ``create`` ``pods/exec`` in the target namespace. A denial is an
+service) may exec in the target namespace, with the verbs the server will check. A denial is an
 ``ExecError(EXEC_TARGET_FORBIDDEN)`` naming the user, the verb, the resource and the namespace,
-instead of the anonymous 403 the upgrade would get. The verb is ``create``: Kubernetes 1.35
-authorizes WebSocket exec as ``create`` where older servers accepted ``get``
-(kubernetes/kubernetes#134577), so a role granting only ``get`` passes an old server's upgrade
-but fails this check; pass ``verb="get"`` to check what an older server enforces.
+instead of the 403 the upgrade would get.
+
+The verbs, in the order a server checks them, are ``get`` and ``create`` on ``pods/exec`` by
+default: a WebSocket upgrade is a ``GET``, which the API server's authorization filter checks as
+``get``; since Kubernetes 1.35 (gate ``AuthorizePodWebsocketUpgradeCreatePermission``, on by
+default) the exec handler then also checks ``create`` (kubernetes/kubernetes#134577). Both were
+observed on a real 1.37 API server: a role with only ``get`` is refused for ``create``, one with
+only ``create`` is refused for ``get`` (docs/protocol.md). ``verbs=("get",)`` checks exactly what
+a server before 1.35 enforces.
 
 Answers (allowed or denied) are cached per (user, groups, extras, namespace, verb) for ``ttl``
 seconds (default 10), at most ``max_entries`` of them (default 1024; the oldest is dropped
-first), so a burst of execs by one user costs one review. A review that cannot be made (the API
-is unreachable, or refuses the review itself) fails the exec with ``EXEC_FAILED``: the upgrade is
-not attempted on a guess. Off by default: each uncached exec costs one more API round trip.
+first), so a burst of execs by one user costs one review per verb. A review that cannot be made
+(the API is unreachable, or refuses the review itself) fails the exec with ``EXEC_FAILED``: the
+upgrade is not attempted on a guess. Off by default: each uncached exec costs one more API round
+trip per verb.
 """
 
 from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -29,10 +36,13 @@ from kuber_exec_core.kube import ApiResponse
 
 from ._rest import RestClient
 
-__all__ = ["DEFAULT_PREFLIGHT_TTL", "ExecPreflight"]
+__all__ = ["DEFAULT_PREFLIGHT_TTL", "DEFAULT_PREFLIGHT_VERBS", "ExecPreflight"]
 
 #: Seconds an access review's answer is reused.
 DEFAULT_PREFLIGHT_TTL = 10.0
+#: What a Kubernetes 1.35+ API server checks for a WebSocket exec, in its order.
+DEFAULT_PREFLIGHT_VERBS = ("get", "create")
+_VERBS = frozenset(("get", "create"))
 _REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 _Key = tuple[str | None, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...], str, str]
@@ -43,62 +53,83 @@ def _positive(value: object, name: str) -> None:
         raise ExecError(ExecErrorCode.INVALID, f"{name} must be a positive number")
 
 
+def _checked_verbs(verbs: object) -> tuple[str, ...]:
+    if isinstance(verbs, str) or not isinstance(verbs, Sequence):
+        raise ExecError(ExecErrorCode.INVALID, "verbs must be a sequence of 'get' and 'create'")
+    checked = tuple(verbs)
+    if not checked or any(v not in _VERBS for v in checked) or len(set(checked)) != len(checked):
+        raise ExecError(
+            ExecErrorCode.INVALID, "verbs must be 'get' and/or 'create', each at most once"
+        )
+    return checked
+
+
 class ExecPreflight:
     """The pre-flight check (see the module docstring).
 
     Args:
         ttl: seconds an answer is reused (positive).
         max_entries: answers kept at most (a positive integer).
-        verb: the verb checked on ``pods/exec``: ``"create"`` (Kubernetes 1.35 and later
-            enforce it) or ``"get"``.
+        verbs: the verbs checked on ``pods/exec``, in order: ``("get", "create")`` (default:
+            what Kubernetes 1.35 and later enforce) or ``("get",)`` (servers before 1.35).
 
     Raises:
         ExecError: ``EXEC_INVALID`` for a bad value.
     """
 
     def __init__(
-        self, *, ttl: float = DEFAULT_PREFLIGHT_TTL, max_entries: int = 1024, verb: str = "create"
+        self,
+        *,
+        ttl: float = DEFAULT_PREFLIGHT_TTL,
+        max_entries: int = 1024,
+        verbs: Sequence[str] = DEFAULT_PREFLIGHT_VERBS,
     ) -> None:
         _positive(ttl, "ttl")
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
             raise ExecError(ExecErrorCode.INVALID, "max_entries must be a positive integer")
-        if verb not in ("create", "get"):
-            raise ExecError(ExecErrorCode.INVALID, "verb must be 'create' or 'get'")
         self.ttl = ttl
         self.max_entries = max_entries
-        self.verb = verb
+        self.verbs = _checked_verbs(verbs)
         self._answers: OrderedDict[_Key, tuple[float, bool, str]] = OrderedDict()
         #: Reviews sent to the API server (cache misses), for tests and cost figures.
         self.reviews = 0
 
     def __repr__(self) -> str:
         return (
-            f"ExecPreflight(ttl={self.ttl!r}, max_entries={self.max_entries!r}, verb={self.verb!r})"
+            f"ExecPreflight(ttl={self.ttl!r}, max_entries={self.max_entries!r}, "
+            f"verbs={self.verbs!r})"
         )
 
     def __len__(self) -> int:
         return len(self._answers)
 
     async def check(self, rest: RestClient, namespace: str, identity: Impersonation | None) -> None:
-        """Return if ``identity`` (``None``: the service) may exec in ``namespace``.
+        """Return if ``identity`` (``None``: the service) may exec in ``namespace``: every verb
+        of :attr:`verbs` is allowed. The first verb denied is the one reported.
 
         Raises:
-            ExecError: ``EXEC_TARGET_FORBIDDEN`` when the review denies it, ``EXEC_FAILED`` when
+            ExecError: ``EXEC_TARGET_FORBIDDEN`` when a review denies it, ``EXEC_FAILED`` when
                 no answer could be had.
         """
+        for verb in self.verbs:
+            await self._check_verb(rest, namespace, identity, verb)
+
+    async def _check_verb(
+        self, rest: RestClient, namespace: str, identity: Impersonation | None, verb: str
+    ) -> None:
         key: _Key = (
             None if identity is None else identity.user,
             () if identity is None else identity.groups,
             () if identity is None else identity.extras,
             namespace,
-            self.verb,
+            verb,
         )
         now = anyio.current_time()
         cached = self._answers.get(key)
         if cached is not None and cached[0] > now:
             allowed, reason = cached[1], cached[2]
         else:
-            allowed, reason = await self._review(rest, namespace)
+            allowed, reason = await self._review(rest, namespace, verb)
             self._answers[key] = (anyio.current_time() + self.ttl, allowed, reason)
             self._answers.move_to_end(key)
             while len(self._answers) > self.max_entries:
@@ -108,12 +139,13 @@ class ExecPreflight:
             because = f": {reason}" if reason else ""
             raise ExecError(
                 ExecErrorCode.TARGET_FORBIDDEN,
-                f"{who} may not {self.verb} pods/exec in namespace {namespace!r} (checked with "
-                f"a SelfSubjectAccessReview for verb {self.verb!r} on resource 'pods/exec', the "
-                f"verb Kubernetes 1.35 requires for WebSocket exec){because}",
+                f"{who} may not {verb} pods/exec in namespace {namespace!r} (checked with a "
+                f"SelfSubjectAccessReview for verb {verb!r} on resource 'pods/exec'; a WebSocket "
+                f"exec is authorized as 'get', and since Kubernetes 1.35 as 'create' too)"
+                f"{because}",
             )
 
-    async def _review(self, rest: RestClient, namespace: str) -> tuple[bool, str]:
+    async def _review(self, rest: RestClient, namespace: str, verb: str) -> tuple[bool, str]:
         self.reviews += 1
         body = {
             "apiVersion": "authorization.k8s.io/v1",
@@ -121,7 +153,7 @@ class ExecPreflight:
             "spec": {
                 "resourceAttributes": {
                     "namespace": namespace,
-                    "verb": self.verb,
+                    "verb": verb,
                     "group": "",
                     "resource": "pods",
                     "subresource": "exec",

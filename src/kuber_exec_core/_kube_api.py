@@ -389,8 +389,12 @@ def exec_upgrade_error(status: int, body: bytes, offered: tuple[str, ...]) -> Ex
 
     A ``403`` with an empty body is the subprotocol mismatch (an RBAC 403 has a Status body); when
     only v5 was offered that means the server cannot close stdin, which ``execute(stdin=...)``
-    needs. Anything else quotes the Status message, as for the REST reads. Every one of them
-    carries ``http_status`` (and, with a Status body, its ``reason`` and ``code``).
+    needs. A ``403`` whose Status says ``Forbidden`` is the server's authorization refusing the
+    requester (RBAC: a WebSocket exec needs ``get``, and since 1.35 ``create`` too, on
+    ``pods/exec``): ``EXEC_TARGET_FORBIDDEN``, as the pre-flight reports the same denial, quoting
+    the server's message (it names the user and the verb). Anything else is ``EXEC_FAILED``
+    quoting the Status message, as for the REST reads. Every one of them carries ``http_status``
+    (and, with a Status body, its ``reason`` and ``code``).
     """
     if status == 403 and not body.strip():
         if offered == ("v5.channel.k8s.io",):
@@ -406,4 +410,23 @@ def exec_upgrade_error(status: int, body: bytes, offered: tuple[str, ...]) -> Ex
             f"The server supports none of the offered exec subprotocols: {', '.join(offered)}",
             http_status=status,
         )
-    return http_failure("The exec upgrade", ApiResponse(status=status, body=body))
+    failure = http_failure("The exec upgrade", ApiResponse(status=status, body=body))
+    if status == 403 and failure.status_reason == "Forbidden":
+        message = failure.message
+        if message.rstrip().endswith("forbidden:"):
+            # The authorization filter's denial names user and verb ("User ... cannot get
+            # resource ..."); the exec handler's own `create` check of 1.35+ names nothing
+            # (observed on 1.37: 'pods "x" is forbidden: '), so say what it means.
+            message = (
+                f"{message.rstrip(': ')} (the server gave no reason: Kubernetes 1.35 and later "
+                "refuse a WebSocket exec this way when the user may 'get' pods/exec but not "
+                "'create' it, which they also require)"
+            )
+        return ExecError(
+            ExecErrorCode.TARGET_FORBIDDEN,
+            message,
+            http_status=status,
+            status_reason=failure.status_reason,
+            status_code=failure.status_code,
+        )
+    return failure

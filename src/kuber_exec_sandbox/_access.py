@@ -11,8 +11,9 @@ Impersonation follows the API server's filter: ``Impersonate-User`` (and ``Imper
 allowed ``impersonate`` on ``users`` (each group: ``groups``; each extra key:
 ``userextras/<key>``) at the cluster scope; a group or extra without a user is 400
 ``BadRequest``; a denial is 403 with the API server's ``Forbidden`` message. The impersonated
-user is also in ``system:authenticated``. The exec itself is then authorized as that user for
-``create`` on ``pods/exec`` (Kubernetes 1.35's verb for WebSocket exec), and a
+user is also in ``system:authenticated``. The exec itself is then authorized as that user as a
+Kubernetes 1.35+ API server does it for a WebSocket upgrade: ``get`` on ``pods/exec`` (the
+request's own verb), then ``create`` (observed on a real 1.37 server), and a
 ``SelfSubjectAccessReview`` is answered for that user from the same rules.
 """
 
@@ -187,10 +188,11 @@ class AccessPolicy:
         return UserInfo(user, with_authenticated, extra)
 
     def authorize_exec(self, who: UserInfo, namespace: str, pod: str) -> tuple[int, JSON] | None:
-        """``None`` when ``who`` may ``create pods/exec`` in ``namespace`` (recorded), else the
-        API server's 403 for the pod."""
-        if not self.allows(who, "create", "pods", "exec", namespace):
-            return forbidden(who.name, "create", "pods", "exec", namespace, pod)
+        """``None`` when ``who`` may ``get`` and ``create`` ``pods/exec`` in ``namespace``
+        (recorded), else the API server's 403 for the pod naming the first verb denied."""
+        for verb in ("get", "create"):
+            if not self.allows(who, verb, "pods", "exec", namespace):
+                return forbidden(who.name, verb, "pods", "exec", namespace, pod)
         with self._lock:
             self._exec_users.append(who.name)
         return None

@@ -28,7 +28,11 @@ RULES = [
     AccessRule(verbs=("impersonate",), resource="groups", user=SERVICE),
     AccessRule(verbs=("impersonate",), resource="userextras", subresource="team", user=SERVICE),
     AccessRule(
-        verbs=("create",), resource="pods", subresource="exec", namespace="demo", user="alice"
+        verbs=("get", "create"),
+        resource="pods",
+        subresource="exec",
+        namespace="demo",
+        user="alice",
     ),
     # Enough for a pre-1.35 server, not for the WebSocket exec of 1.35.
     AccessRule(verbs=("get",), resource="pods", subresource="exec", user="bob"),
@@ -95,27 +99,30 @@ async def test_preflight_names_user_verb_resource_and_namespace(
         with pytest.raises(ExecError) as raised:
             await service.execute(as_user(Impersonation("bob")))
         assert raised.value.code is ExecErrorCode.TARGET_FORBIDDEN
+        # bob may `get` (a pre-1.35 server's verb), not `create`: the second review says no.
         assert raised.value.message == (
             "user 'bob' may not create pods/exec in namespace 'demo' (checked with a "
-            "SelfSubjectAccessReview for verb 'create' on resource 'pods/exec', the verb "
-            "Kubernetes 1.35 requires for WebSocket exec)"
+            "SelfSubjectAccessReview for verb 'create' on resource 'pods/exec'; a WebSocket "
+            "exec is authorized as 'get', and since Kubernetes 1.35 as 'create' too)"
         )
-        # The service's own identity may not exec either (no rule for it).
+        # The service's own identity may not exec either (no rule for it): `get` is refused
+        # first, as the API server's filter refuses it before the exec handler asks `create`.
         with pytest.raises(ExecError) as own:
             await service.execute(REQUEST)
-        assert own.value.message.startswith("the service's own identity may not create")
+        assert own.value.message.startswith("the service's own identity may not get")
         assert sandbox.access.exec_users == []  # no upgrade was attempted
-        # Allowed: one review for a burst of execs by the same user (the answer is cached).
+        # Allowed: one review per verb for a burst of execs by the same user (cached).
         for _ in range(3):
             assert (await service.execute(as_user(ALICE))).exit_code == 0
-    assert preflight.reviews == 3
+    # bob: get + create; the service: get; alice: get + create.
+    assert preflight.reviews == 5
     assert sandbox.access.exec_users == ["alice"] * 3
 
 
 async def test_preflight_with_get_checks_what_older_servers_enforce(
     adapter: Any, sandbox: Sandbox
 ) -> None:
-    preflight = adapter.ExecPreflight(verb="get")
+    preflight = adapter.ExecPreflight(verbs=("get",))
     async with backend_for(adapter, sandbox, preflight=preflight) as backend:
         with pytest.raises(ExecError) as raised:
             # The review passes; the server (1.35-like: create) still refuses the upgrade.
@@ -127,7 +134,7 @@ async def test_preflight_with_get_checks_what_older_servers_enforce(
 async def test_preflight_cache_is_bounded_and_expires(adapter: Any, sandbox: Sandbox) -> None:
     preflight = adapter.ExecPreflight(ttl=0.001, max_entries=2)
     sandbox.access.enforce(
-        [*RULES, AccessRule(verbs=("create",), resource="pods", subresource="exec")],
+        [*RULES, AccessRule(verbs=("get", "create"), resource="pods", subresource="exec")],
         caller=SERVICE,
     )
     async with backend_for(adapter, sandbox, preflight=preflight) as backend:
@@ -136,8 +143,8 @@ async def test_preflight_cache_is_bounded_and_expires(adapter: Any, sandbox: San
             await service.execute(as_user(Impersonation(user)))
         assert len(preflight) == 2
         await service.execute(as_user(Impersonation("u3")))
-    # u3 again after its answer's TTL passed: asked again.
-    assert preflight.reviews == 4
+    # Two reviews (get, create) per user; u3 again after its answers' TTL passed: asked again.
+    assert preflight.reviews == 8
 
 
 @pytest.mark.parametrize(

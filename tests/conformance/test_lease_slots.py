@@ -194,7 +194,9 @@ async def test_a_killed_replicas_slot_frees_after_the_lease_duration(
 
 
 async def test_missing_lease_rbac_fails_clearly(adapter: Any, sandbox: Sandbox) -> None:
-    sandbox.access.enforce([AccessRule(verbs=("create",), resource="pods", subresource="exec")])
+    sandbox.access.enforce(
+        [AccessRule(verbs=("get", "create"), resource="pods", subresource="exec")]
+    )
     async with replicas(adapter, sandbox, 1, 2) as (service,):
         with pytest.raises(ExecError) as raised:
             await service.execute(REQUEST)
@@ -259,7 +261,15 @@ def test_platform_options_are_type_checked() -> None:
         kuber_exec_trio.KubernetesBackend(config, preflight="yes")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         kuber_exec_trio.KubernetesBackend(config, cluster_slots="ns")  # type: ignore[arg-type]
-    for options in ({"ttl": 0}, {"max_entries": 0}, {"verb": "patch"}, {"ttl": True}):
+    for options in (
+        {"ttl": 0},
+        {"max_entries": 0},
+        {"verbs": ("patch",)},
+        {"verbs": "get"},
+        {"verbs": ()},
+        {"verbs": ("get", "get")},
+        {"ttl": True},
+    ):
         with pytest.raises(ExecError) as raised:
             kuber_exec_trio.ExecPreflight(**options)
         assert raised.value.code is ExecErrorCode.INVALID

@@ -601,9 +601,25 @@ def test_exec_upgrade_error() -> None:
     rbac = exec_upgrade_error(
         403, status_body("pods/exec is forbidden", 403, "Forbidden"), ("v5.channel.k8s.io",)
     )
-    assert rbac.code is ExecErrorCode.FAILED
+    # The server's authorization said no: the same code as the pre-flight's denial.
+    assert rbac.code is ExecErrorCode.TARGET_FORBIDDEN
     assert rbac.message == "The exec upgrade failed with HTTP 403: pods/exec is forbidden"
     assert (rbac.http_status, rbac.status_reason, rbac.status_code) == (403, "Forbidden", 403)
+    # 1.35+'s exec handler refuses a missing `create` with no reason at all: say what it means.
+    silent = exec_upgrade_error(
+        403, status_body('pods "web-1" is forbidden: ', 403, "Forbidden"), ("v5.channel.k8s.io",)
+    )
+    assert silent.code is ExecErrorCode.TARGET_FORBIDDEN
+    assert silent.message == (
+        'The exec upgrade failed with HTTP 403: pods "web-1" is forbidden (the server gave no '
+        "reason: Kubernetes 1.35 and later refuse a WebSocket exec this way when the user may "
+        "'get' pods/exec but not 'create' it, which they also require)"
+    )
+    # A 403 Status of another reason is no authorization verdict.
+    other = exec_upgrade_error(
+        403, status_body("quota", 403, "SomethingElse"), ("v5.channel.k8s.io",)
+    )
+    assert (other.code, other.status_reason) == (ExecErrorCode.FAILED, "SomethingElse")
     gone = exec_upgrade_error(404, status_body('pods "x" not found', 404, "NotFound"), ())
     assert (gone.code, gone.http_status, gone.status_reason) == (
         ExecErrorCode.FAILED,

@@ -125,7 +125,7 @@ def test_access_reviews_follow_the_policy(served: tuple[Sandbox, httpx.Client]) 
         [
             AccessRule(verbs=("impersonate",), resource="users", user="kuber-exec-sandbox"),
             AccessRule(verbs=("impersonate",), resource="groups", user="kuber-exec-sandbox"),
-            AccessRule(verbs=("create",), resource="pods", subresource="exec", user="alice"),
+            AccessRule(verbs=("get", "create"), resource="pods", subresource="exec", user="alice"),
             AccessRule(
                 verbs=("get",), resource="pods", subresource="exec", group="ops", namespace="demo"
             ),
@@ -195,8 +195,9 @@ def test_exec_is_authorized_for_the_impersonated_user(
     path = f"/api/v1/namespaces/demo/pods/{pod}/exec?command=true&stdout=1"
     denied = http.get(path, headers=upgrade)
     assert denied.status_code == 403
+    # No rule at all: `get` (the upgrade's own verb, the filter's check) is refused first.
     assert denied.json()["message"] == (
-        f'pods "{pod}" is forbidden: User "mallory" cannot create resource "pods/exec" in API '
+        f'pods "{pod}" is forbidden: User "mallory" cannot get resource "pods/exec" in API '
         'group "" in the namespace "demo"'
     )
     assert denied.json()["details"] == {"name": pod, "kind": "pods"}
