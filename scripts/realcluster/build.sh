@@ -8,7 +8,15 @@
 # Environment:
 #   KUBER_REALCLUSTER_CACHE   cache root (default ~/.cache/kuber-exec/realcluster/v1.20.2)
 #   KUBER_REALCLUSTER_JOBS    go build -p (default: number of cores)
+#
+# build.sh MINOR picks the release (default: $KUBER_REALCLUSTER_K8S, else 1.20); any other than
+# 1.20 is built from Go modules by build-modules.sh.
 set -euo pipefail
+
+MINOR=${1:-${KUBER_REALCLUSTER_K8S:-1.20}}
+if [ "$MINOR" != 1.20 ]; then
+  exec bash "$(dirname "$0")/build-modules.sh" "$MINOR"
+fi
 
 VERSION=v1.20.2
 CACHE=${KUBER_REALCLUSTER_CACHE:-$HOME/.cache/kuber-exec/realcluster/$VERSION}

@@ -1,6 +1,8 @@
-"""Bring a single-node Kubernetes v1.20.2 cluster up or down inside a loopback-only netns.
+"""Bring a single-node Kubernetes cluster (v1.20.2, or a current release) up or down inside a
+loopback-only netns.
 
-Usage (as root; see mk/realcluster.mk):
+Usage (as root; see mk/realcluster.mk; ``KUBER_REALCLUSTER_K8S=1.37`` picks the current release,
+built by build-modules.sh, default 1.20):
 
     python scripts/realcluster/cluster.py netns-up   # the namespace: lo, 192.0.2.2, route
     nsenter --net=/run/netns/NAME python scripts/realcluster/cluster.py up
@@ -46,12 +48,37 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from runtime import cri_runtime  # noqa: E402  (the CRI tier's busybox image and containerd config)
 
-VERSION = "v1.20.2"
+#: The Kubernetes minor release to run: "1.20" (built from Debian's source package by build.sh)
+#: or a current one built from Go modules by build-modules.sh (scripts/realcluster/k8s-<minor>/).
+K8S = os.environ.get("KUBER_REALCLUSTER_K8S") or "1.20"
+MODERN = K8S != "1.20"
+
+
+def _module_version(minor: str) -> str:
+    """The k8s.io/kubernetes release the build module for ``minor`` requires."""
+    go_mod = Path(__file__).resolve().parent / f"k8s-{minor}" / "go.mod"
+    try:
+        lines = go_mod.read_text().splitlines()
+    except OSError:
+        raise SystemExit(f"no build module for Kubernetes {minor}: {go_mod}") from None
+    for line in lines:
+        words = line.split()
+        if len(words) >= 2 and words[0] == "k8s.io/kubernetes":
+            return words[1]
+    raise SystemExit(f"{go_mod} requires no k8s.io/kubernetes")
+
+
+VERSION = _module_version(K8S) if MODERN else "v1.20.2"
 CACHE = Path(
     os.environ.get("KUBER_REALCLUSTER_CACHE")
     or Path.home() / ".cache" / "kuber-exec" / "realcluster" / VERSION
 )
 BIN = CACHE / "bin"
+#: etcd, containerd (with its runc shim) and ctr: Debian's for 1.20, built from their Go modules
+#: beside the Kubernetes binaries for a current release (it wants etcd >= 3.5, containerd >= 2).
+ETCD = str(BIN / "etcd") if MODERN else (shutil.which("etcd") or "/usr/bin/etcd")
+CONTAINERD = str(BIN / "containerd") if MODERN else (shutil.which("containerd") or "containerd")
+CTR = str(BIN / "ctr") if MODERN else (shutil.which("ctr") or "ctr")
 STATE = Path(os.environ.get("KUBER_REALCLUSTER_STATE") or "/tmp/kuber-rc")
 NETNS = os.environ.get("KUBER_REALCLUSTER_NETNS") or "kuber-rc"
 NETNS_PATH = Path("/run/netns") / NETNS
@@ -354,7 +381,7 @@ def note_outside_state() -> None:
     (STATE / "outside.json").write_text(json.dumps(before, indent=2) + "\n")
 
 
-def kubelet_config() -> str:
+def kubelet_config(runtime_socket: Path) -> str:
     pki = STATE / "pki"
     config = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -388,6 +415,16 @@ def kubelet_config() -> str:
         "nodeStatusUpdateFrequency": "5s",
         "maxPods": 50,
     }
+    if MODERN:
+        config.update(
+            {
+                "containerRuntimeEndpoint": f"unix://{runtime_socket}",
+                "runtimeRequestTimeout": "2m",
+                # This machine's cgroups are v1 (`stat -fc %T /sys/fs/cgroup`: tmpfs); kubelets
+                # since 1.35 refuse to start there unless told not to.
+                "failCgroupV1": False,
+            }
+        )
     return json.dumps(config, indent=2) + "\n"
 
 
@@ -399,10 +436,13 @@ def up() -> None:
             f"refusing to start a cluster outside the network namespace {NETNS_PATH}: "
             "run `cluster.py netns-up`, then this under `nsenter --net=...`"
         )
-    missing = [c for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")
-               if not (BIN / c).is_file()]  # fmt: skip
+    wanted = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"]
+    if MODERN:
+        wanted += ["etcd", "containerd", "containerd-shim-runc-v2", "ctr"]
+    missing = [c for c in wanted if not (BIN / c).is_file()]
     if missing:
-        raise SystemExit(f"missing binaries in {BIN}: {missing}; run scripts/realcluster/build.sh")
+        builder = f"build-modules.sh {K8S}" if MODERN else "build.sh"
+        raise SystemExit(f"missing binaries in {BIN}: {missing}; run scripts/realcluster/{builder}")
     t0 = time.monotonic()
     if STATE.exists():
         raise SystemExit(f"{STATE} exists: run `down` first")
@@ -426,7 +466,7 @@ def up() -> None:
     start(
         "etcd",
         [
-            shutil.which("etcd") or "/usr/bin/etcd",
+            ETCD,
             "--name=kx",
             f"--data-dir={STATE / 'etcd'}",
             "--listen-client-urls=http://127.0.0.1:2379",
@@ -435,7 +475,7 @@ def up() -> None:
             "--initial-advertise-peer-urls=http://127.0.0.1:2380",
             "--initial-cluster=kx=http://127.0.0.1:2380",
             "--initial-cluster-state=new",
-            "--enable-v2=false",
+            *([] if MODERN else ["--enable-v2=false"]),  # (the flag is gone in etcd 3.6)
             "--log-level=warn",
             "--logger=zap",
         ],
@@ -461,8 +501,11 @@ def up() -> None:
             {"cniVersion": "0.4.0", "name": "placeholder", "plugins": [{"type": "loopback"}]}
         )
     )
+    # containerd 2 finds its runc shim on PATH by name: ours first, not Debian's 1.6 one.
     start(
-        "containerd", [shutil.which("containerd") or "containerd", "--config", str(layout.config)]
+        "containerd",
+        [CONTAINERD, "--config", str(layout.config)],
+        env={"PATH": f"{BIN}:{os.environ.get('PATH', '')}"} if MODERN else None,
     )
 
     poll(lambda: (check_alive("etcd"), tcp_open(2379))[1], timeout=30, what="etcd")
@@ -475,7 +518,7 @@ def up() -> None:
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
             "--secure-port=6443",
-            "--insecure-port=0",
+            *([] if MODERN else ["--insecure-port=0"]),  # (removed in 1.24: always off)
             "--etcd-servers=http://127.0.0.1:2379",
             f"--cert-dir={pki}",
             f"--tls-cert-file={p('apiserver.crt')}",
@@ -505,8 +548,7 @@ def up() -> None:
     )
     archive = STATE / "kuber-busybox.oci.tar"
     cri_runtime.build_oci_archive(archive)
-    ctr = shutil.which("ctr") or "ctr"
-    base_ctr = [ctr, "--address", str(layout.socket), "--namespace", cri_runtime.CRI_NAMESPACE]
+    base_ctr = [CTR, "--address", str(layout.socket), "--namespace", cri_runtime.CRI_NAMESPACE]
     run([*base_ctr, "images", "import", "--snapshotter", snapshotter, str(archive)], timeout=120)
     log(f"imported {IMAGE}")
 
@@ -528,7 +570,7 @@ def up() -> None:
             f"--authentication-kubeconfig={STATE / 'controller-manager.kubeconfig'}",
             f"--authorization-kubeconfig={STATE / 'controller-manager.kubeconfig'}",
             "--leader-elect=false",
-            "--port=0",
+            *([] if MODERN else ["--port=0"]),  # (the insecure port is gone since 1.24)
             "--bind-address=127.0.0.1",
             "--secure-port=10257",
             f"--cert-dir={pki / 'controller-manager'}",
@@ -549,7 +591,7 @@ def up() -> None:
             f"--authentication-kubeconfig={STATE / 'scheduler.kubeconfig'}",
             f"--authorization-kubeconfig={STATE / 'scheduler.kubeconfig'}",
             "--leader-elect=false",
-            "--port=0",
+            *([] if MODERN else ["--port=0"]),
             "--bind-address=127.0.0.1",
             "--secure-port=10259",
             f"--cert-dir={pki / 'scheduler'}",
@@ -558,21 +600,29 @@ def up() -> None:
     )
 
     (STATE / "kubelet").mkdir()
-    (STATE / "kubelet-config.json").write_text(kubelet_config())
+    (STATE / "kubelet-config.json").write_text(kubelet_config(layout.socket))
     start(
         "kubelet",
         [
             str(BIN / "kubelet"),
             f"--kubeconfig={STATE / 'kubelet.kubeconfig'}",
             f"--config={STATE / 'kubelet-config.json'}",
-            "--container-runtime=remote",
-            f"--container-runtime-endpoint=unix://{layout.socket}",
-            "--runtime-request-timeout=2m",
+            # (1.27+: the runtime endpoint and timeout live in the configuration file)
+            *(
+                []
+                if MODERN
+                else [
+                    "--container-runtime=remote",
+                    f"--container-runtime-endpoint=unix://{layout.socket}",
+                    "--runtime-request-timeout=2m",
+                ]
+            ),
             f"--root-dir={STATE / 'kubelet'}",
             f"--cert-dir={pki / 'kubelet-serving'}",
             f"--hostname-override={NODE_NAME}",
             f"--node-ip={NODE_IP}",
-            f"--pod-infra-container-image={IMAGE}",
+            # (the sandbox image is containerd's to choose since 1.27: its configuration names it)
+            *([] if MODERN else [f"--pod-infra-container-image={IMAGE}"]),
             "--v=1",
         ],
         # The kubelet's built-in AWS credential provider asks the cloud metadata address at
@@ -649,10 +699,34 @@ READ_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
 ]
 EXEC_RULES = [{"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]}]
+#: One verb each on pods/exec: what a WebSocket upgrade needs differs by release (1.35+ asks
+#: for both ``get`` and ``create``).
+EXEC_GET_RULES = [{"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get"]}]
+EXEC_CREATE_RULES = [{"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]}]
+#: (name, namespace, role) of every ServiceAccount ``up`` makes, each with a token kubeconfig.
+ACCOUNTS = (
+    ("executor", NS_MAIN, "exec"),
+    ("reader", NS_MAIN, "read"),
+    ("exec-get", NS_MAIN, "exec-get"),
+    ("exec-create", NS_MAIN, "exec-create"),
+    ("stranger", NS_OTHER, "exec"),
+)
 
 
 def sa_token(ns: str, sa: str) -> str:
-    """The token of the Secret the 1.20 token controller makes for a ServiceAccount."""
+    """A ServiceAccount's token: on 1.20 the Secret its token controller makes; on a current
+    release (no such Secrets since 1.24) a TokenRequest valid for a day."""
+    if MODERN:
+        review = api(
+            "POST",
+            f"/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 86400},
+            },
+        )
+        return str(review["status"]["token"])
     found: list[str] = []
 
     def has_token() -> bool:
@@ -678,22 +752,24 @@ def setup_users() -> None:
 
     - ``executor`` (kx-target): reads Deployments/ReplicaSets/Pods and may exec;
     - ``reader`` (kx-target): reads the same, no rule at all on ``pods/exec``;
+    - ``exec-get`` and ``exec-create`` (kx-target): the reads and one verb on ``pods/exec``;
     - ``stranger`` (kx-other): may read and exec in kx-other only.
     """
     for ns in (NS_MAIN, NS_OTHER):
         apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    for ns, sa in ((NS_MAIN, "executor"), (NS_MAIN, "reader"), (NS_OTHER, "stranger")):
+    for sa, ns, _ in ACCOUNTS:
         apply({"apiVersion": "v1", "kind": "ServiceAccount",
                "metadata": {"name": sa, "namespace": ns}})  # fmt: skip
     role(NS_MAIN, "read", READ_RULES)
     role(NS_MAIN, "exec", READ_RULES + EXEC_RULES)
+    role(NS_MAIN, "exec-get", READ_RULES + EXEC_GET_RULES)
+    role(NS_MAIN, "exec-create", READ_RULES + EXEC_CREATE_RULES)
     role(NS_OTHER, "exec", READ_RULES + EXEC_RULES)
-    bind(NS_MAIN, "exec", NS_MAIN, "executor")
-    bind(NS_MAIN, "read", NS_MAIN, "reader")
-    bind(NS_OTHER, "exec", NS_OTHER, "stranger")
+    for sa, ns, role_name in ACCOUNTS:
+        bind(ns, role_name, ns, sa)
     tokens = STATE / "tokens"
     tokens.mkdir()
-    for ns, sa in ((NS_MAIN, "executor"), (NS_MAIN, "reader"), (NS_OTHER, "stranger")):
+    for sa, ns, _ in ACCOUNTS:
         token_file = tokens / sa
         token_file.write_text(sa_token(ns, sa))
         token_file.chmod(0o600)
@@ -718,6 +794,7 @@ def setup_users() -> None:
 def write_cluster_json() -> None:
     info = {
         "version": VERSION,
+        "k8s": K8S,
         "state": str(STATE),
         "netns": NETNS,
         "apiserver": APISERVER,
@@ -727,7 +804,7 @@ def write_cluster_json() -> None:
         "namespaces": {"main": NS_MAIN, "other": NS_OTHER},
         "kubeconfigs": {
             name: str(STATE / f"{name}.kubeconfig")
-            for name in ("admin", "executor", "reader", "stranger", "exec-plugin")
+            for name in ("admin", *(sa for sa, _, _ in ACCOUNTS), "exec-plugin")
         },
         "exec_plugin_calls": str(STATE / "exec-plugin.calls"),
         "audit_log": str(STATE / "logs" / "audit.log"),

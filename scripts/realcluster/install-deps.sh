@@ -3,18 +3,25 @@
 # this is the one step, with the build, that talks to the package registry).
 set -euo pipefail
 
+# --runtime-only: what a cluster built from Go modules (build-modules.sh) still takes from Debian:
+# runc and the tools; no Go 1.19, etcd, containerd or Kubernetes source.
 SRC_LIST=/etc/apt/sources.list.d/kuber-exec-bookworm-src.sources
-PKGS=(
-  golang-1.19-go etcd-server etcd-client containerd runc busybox-static
-  golang-github-modern-go-reflect2-dev openssl iproute2 util-linux dpkg-dev procps
-)
+RUNTIME_PKGS=(runc busybox-static openssl iproute2 util-linux procps)
+if [ "${1:-}" = --runtime-only ]; then
+  PKGS=("${RUNTIME_PKGS[@]}")
+else
+  PKGS=(
+    "${RUNTIME_PKGS[@]}" golang-1.19-go etcd-server etcd-client containerd
+    golang-github-modern-go-reflect2-dev dpkg-dev
+  )
+fi
 
 need_install=0
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || need_install=1
 done
 need_src=0
-[ -f "$SRC_LIST" ] || need_src=1
+[ -f "$SRC_LIST" ] || [ "${1:-}" = --runtime-only ] || need_src=1
 
 if [ "$need_src" = 1 ]; then
   # The deb-src entry reuses the mirror this machine's apt already uses for bookworm: the

@@ -3,20 +3,23 @@
 # the package registry), create the loopback-only network namespace, start the cluster in it,
 # run pytest in it, and tear everything down by PID whatever happened.
 #
-# Environment: KUBER_REALCLUSTER_STATE, KUBER_REALCLUSTER_NETNS, KUBER_REALCLUSTER_CACHE (see
-# cluster.py), VENV (default .venv), PYTEST_ARGS (extra pytest arguments).
+# Environment: KUBER_REALCLUSTER_K8S (the release: 1.20 or a current one such as 1.37; default
+# 1.20), KUBER_REALCLUSTER_STATE, KUBER_REALCLUSTER_NETNS, KUBER_REALCLUSTER_CACHE (see cluster.py),
+# VENV (default .venv), PYTEST_ARGS (extra pytest arguments).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VENV=${VENV:-.venv}
 PY=$VENV/bin/python
 NETNS=${KUBER_REALCLUSTER_NETNS:-kuber-rc}
 STATE=${KUBER_REALCLUSTER_STATE:-/tmp/kuber-rc}
-export KUBER_REALCLUSTER_NETNS=$NETNS KUBER_REALCLUSTER_STATE=$STATE
+K8S=${KUBER_REALCLUSTER_K8S:-1.20}
+export KUBER_REALCLUSTER_NETNS=$NETNS KUBER_REALCLUSTER_STATE=$STATE KUBER_REALCLUSTER_K8S=$K8S
+echo "realcluster: Kubernetes $K8S"
 
 t0=$(date +%s)
-bash scripts/realcluster/build.sh
+bash scripts/realcluster/build.sh "$K8S"
 t1=$(date +%s)
-echo "realcluster: binaries ready in $((t1 - t0)) s"
+echo "realcluster: Kubernetes $K8S binaries ready in $((t1 - t0)) s"
 
 # A previous run that died may have left a cluster: stop it first.
 "$PY" scripts/realcluster/cluster.py down
@@ -39,5 +42,5 @@ KUBER_REALCLUSTER=$STATE/cluster.json \
   -p no:cacheprovider ${PYTEST_ARGS:-}
 rc=$?
 set -e
-echo "realcluster: tests took $(( $(date +%s) - t2 )) s (pytest exit $rc); total $(( $(date +%s) - t0 )) s"
+echo "realcluster: Kubernetes $K8S tests took $(( $(date +%s) - t2 )) s (pytest exit $rc); total $(( $(date +%s) - t0 )) s"
 exit $rc
