@@ -1,9 +1,10 @@
 """The real apiserver's answers that resolution reads, reduced to their shape, and the sandbox's.
 
-``FIXTURE`` (real_apiserver_answers.json) is recorded from the real v1.20.2 cluster by
-test_record.py (``KUBER_REALCLUSTER_RECORD=1 make realcluster-test`` rewrites it; otherwise that
-test checks the live cluster still answers the same). test_sandbox_shape.py, in the main suite,
-asks the sandbox the same questions and compares.
+``fixture(release)`` (real_apiserver_answers.json for 1.20, real_apiserver_answers-1.37.json for
+1.37) is recorded from the real cluster of that release by test_record.py
+(``KUBER_REALCLUSTER_RECORD=1 make realcluster-test`` rewrites them; otherwise that test checks
+the live cluster still answers the same). test_sandbox_shape.py, in the main suite, asks the
+sandbox the same questions and compares with every release's answers.
 
 A *shape* keeps, for each field path that kuber-exec's resolution reads, the JSON type found there
 (``"str"``, ``"bool"``, ``"int"``, ``"dict"``, ``"list"``; lists by their first item). Status bodies
@@ -16,7 +17,15 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
-FIXTURE: Final = Path(__file__).with_name("real_apiserver_answers.json")
+#: The releases whose answers are recorded.
+RELEASES: Final = ("1.20", "1.37")
+
+
+def fixture(release: str) -> Path:
+    """The recorded answers of ``release`` (the 1.20 file keeps its first name)."""
+    suffix = "" if release == "1.20" else f"-{release}"
+    return Path(__file__).with_name(f"real_apiserver_answers{suffix}.json")
+
 
 # The paths resolution reads (kuber_exec_core's object parsers), per kind.
 OWNER_FIELDS: Final = ["apiVersion", "kind", "name", "uid", "controller"]
@@ -117,6 +126,6 @@ SELECTOR_QUERIES: Final = [
 BAD_SELECTORS: Final = ["tier in (exec", "app=shell,,", "tier notin exec"]
 
 
-def load() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(FIXTURE.read_text())
+def load(release: str = "1.20") -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(fixture(release).read_text())
     return data

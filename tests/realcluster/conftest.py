@@ -1,9 +1,12 @@
-"""The real-cluster tier: Kubernetes v1.20.2 (etcd, apiserver, controller-manager, scheduler,
-kubelet on containerd) in a loopback-only network namespace.
+"""The real-cluster tier: Kubernetes v1.20.2 or a current release (1.37; etcd, apiserver,
+controller-manager, scheduler, kubelet on containerd) in a loopback-only network namespace.
 
 ``make realcluster-test`` (scripts/realcluster/run-tests.sh) builds or reuses the binaries, starts
 the cluster inside the namespace and runs this folder's tests inside the same namespace with
-``KUBER_REALCLUSTER`` naming the cluster's ``cluster.json``. Every test here except those in
+``KUBER_REALCLUSTER`` naming the cluster's ``cluster.json``, once per release. The tests learn
+the release from the server (``server_minor``); what differs between releases is asserted per
+release, and a test that only a current release can answer says so when it is skipped on 1.20
+(and is not skipped under CI on a current release). Every test here except those in
 ``test_sandbox_shape.py`` gets the ``realcluster`` marker. Without a cluster the tests skip with
 the reason, or fail when ``CI`` is ``true``.
 
@@ -22,7 +25,13 @@ from typing import Any
 
 import pytest
 
-from .kube import Cluster, cluster_unavailable_reason, load_cluster, make_workloads
+from .kube import (
+    Cluster,
+    cluster_unavailable_reason,
+    load_cluster,
+    make_workloads,
+    server_version,
+)
 
 _HERE = Path(__file__).resolve().parent
 _UNMARKED = {"test_sandbox_shape.py"}
@@ -56,6 +65,32 @@ def cluster() -> Cluster:
     if reason is not None:
         cluster_unavailable(reason)
     return load_cluster()
+
+
+#: The server's release, once per run: (major, minor, gitVersion), for the summary line.
+_SEEN: dict[str, Any] = {}
+
+
+@pytest.fixture(scope="session")
+def server_minor(cluster: Cluster) -> int:
+    """The API server's minor version (20, 37, ...), from its ``/version``."""
+    major, minor, git_version = server_version(cluster)
+    assert major == 1, git_version
+    _SEEN["version"] = git_version
+    return minor
+
+
+def negotiated(subprotocol: str) -> None:
+    """Note a subprotocol the library negotiated (printed in the run's summary)."""
+    _SEEN.setdefault("subprotocols", set()).add(subprotocol)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if "version" in _SEEN:
+        protocols = ", ".join(sorted(_SEEN.get("subprotocols", ()))) or "none recorded"
+        terminalreporter.write_line(
+            f"realcluster: Kubernetes {_SEEN['version']}; negotiated: {protocols}"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -101,6 +101,12 @@ def kubectl(
     return done
 
 
+def server_version(cluster: Cluster) -> tuple[int, int, str]:
+    """(major, minor, gitVersion) as the API server's ``/version`` says."""
+    info = json.loads(kubectl(cluster, "get", "--raw", "/version").stdout)
+    return int(info["major"]), int(str(info["minor"]).rstrip("+")), str(info["gitVersion"])
+
+
 def get_json(cluster: Cluster, *args: str, user: str = "admin") -> Any:
     return json.loads(kubectl(cluster, "get", *args, "-o", "json", user=user).stdout)
 

@@ -53,8 +53,10 @@ async def test_a_serviceaccount_without_pods_exec_gets_the_servers_reason(
         with pytest.raises(adapter.ExecError) as caught:
             await service.execute(shell(adapter, "true"))
     error = caught.value
-    # Not a workspace-ownership refusal (TARGET_FORBIDDEN): the upgrade itself failed with 403.
-    assert error.code is adapter.ExecErrorCode.FAILED, error
+    # The upgrade itself was refused with the server's 403 Forbidden: the same code as the
+    # pre-flight's denial, with the server's words (no rule at all: `get` is refused first).
+    assert error.code is adapter.ExecErrorCode.TARGET_FORBIDDEN, error
+    assert (error.http_status, error.status_reason) == (403, "Forbidden")
     assert "403" in error.message
     assert "system:serviceaccount:kx-target:reader" in error.message
     assert 'cannot get resource "pods/exec"' in error.message

@@ -104,7 +104,8 @@ async def stream_then_cancel(
                         assert processes_with(word), "the process should be running now"
                         if ctrl_c:
                             await session.send(adapter.Stdin(b"\x03"))
-                            await anyio.sleep(1)
+                            # The terminal's SIGINT ends `yes`: wait until it has, then cancel.
+                            assert await wait_gone(word) == []
                         scope.cancel()
     assert scope.cancelled_caught
     return received

@@ -1,8 +1,9 @@
 """Record what the real apiserver answers to the reads resolution makes, as shapes.
 
-With ``KUBER_REALCLUSTER_RECORD=1`` the answers are written to real_apiserver_answers.json (the
-fixture test_sandbox_shape.py compares the sandbox with); otherwise the live answers must equal
-the committed fixture, so a fixture that no longer describes the real server fails here."""
+With ``KUBER_REALCLUSTER_RECORD=1`` the answers are written to the release's fixture
+(``answers.fixture``: what test_sandbox_shape.py compares the sandbox with); otherwise the live
+answers must equal the committed fixture, so a fixture that no longer describes the real server
+fails here."""
 
 from __future__ import annotations
 
@@ -111,11 +112,15 @@ def record(cluster: Cluster) -> dict[str, Any]:
     return out
 
 
-def test_the_recorded_answers_describe_this_server(cluster: Cluster, workloads: Any) -> None:
+def test_the_recorded_answers_describe_this_server(
+    cluster: Cluster, workloads: Any, server_minor: int
+) -> None:
     live = record(cluster)
+    release = f"1.{server_minor}"
     if os.environ.get("KUBER_REALCLUSTER_RECORD") == "1":
-        answers.FIXTURE.write_text(json.dumps(live, indent=2, sort_keys=True) + "\n")
-    recorded = answers.load()
+        text = json.dumps(live, indent=2, sort_keys=True) + "\n"
+        answers.fixture(release).write_text(text)
+    recorded = answers.load(release)
     # Messages carry names and uids of this run: compare everything but the raw bodies.
     for entry in (*live["errors"].values(), *recorded["errors"].values()):
         entry.pop("body")
