@@ -8,14 +8,17 @@ or ``make -f mk/realcluster.mk realcluster-bench``. Needs the tier's workloads (
 Deployment of namespace kx-target): it applies them if the tests have not.
 
 Measured, each a median of a few rounds, interleaved so a noisy neighbour slows all alike:
-- throughput of ``head -c N /dev/zero`` (stdout bytes per second): kuber-exec ``execute`` and
-  ``open_interactive`` (trio and asyncio), ``kubectl exec`` (SPDY: the 1.32 client falls back),
-  and the official ``kubernetes`` client's ``stream()``;
-- latency of ``true``: kuber-exec ``execute`` with full resolution (GET Deployment, LIST pods,
-  GET ReplicaSet, WebSocket), ``kubectl exec`` on the pod (a process each time), the official
-  client's ``stream()`` on the pod.
-Ratios are kuber-exec over the other client (> 1: kuber-exec faster). Benchmarks, not tests: this
-prints figures and exits 0 unless a measurement could not run.
+- throughput of ``head -c N /dev/zero`` (stdout bytes per second, 50 MB by default): kuber-exec
+  ``execute`` and ``open_interactive`` (trio and asyncio), ``kubectl exec`` (1.32: WebSocket v5
+  on a current server, SPDY on 1.20), and the official ``kubernetes`` client's ``stream()``;
+- latency of ``true``: kuber-exec ``execute`` with the target cache warm (``backend.watch``) and
+  with REST resolution (GET Deployment, LIST pods, GET ReplicaSet) before the WebSocket, each
+  with the supervised start (``cleanup=True``, the default) and without; ``kubectl exec`` on the
+  pod (a process each time); the official client's ``stream()`` on the pod.
+The library rows are in-process, like the official client; kubectl is a whole process (its
+start-up is in its latency). Ratios are kuber-exec over the other client (> 1: kuber-exec
+faster). The figures go to ``benchmarks/results/realcluster-<release>.json`` (``--out``). Not a
+test: it prints figures and exits 0 unless a measurement could not run.
 """
 
 from __future__ import annotations
@@ -52,20 +55,29 @@ def head(size: int) -> list[str]:
     return ["head", "-c", str(size), "/dev/zero"]
 
 
+#: Latency variants: (target cache warm, supervised start).
+LATENCY_KINDS = {
+    "latency-cache": (True, True),
+    "latency-cache-bare": (True, False),
+    "latency-rest": (False, True),
+    "latency-rest-bare": (False, False),
+}
+
+
 async def kuber(adapter: Any, kubeconfig: str, kind: str, size: int, iterations: int) -> float:
     cap = max(size, 1 << 20)
     limits = adapter.ExecLimits(max_output_cap_bytes=cap, default_output_cap_bytes=cap)
     async with adapter.KubernetesBackend.from_kubeconfig(kubeconfig, None) as backend:
+        if kind in LATENCY_KINDS:
+            cached, supervised = LATENCY_KINDS[kind]
+            service = adapter.ExecService(backend, limits, cleanup=supervised)
+            if not cached:
+                return await _latency(adapter, service, iterations)
+            async with backend.watch(["kx-target"]) as cache:
+                await cache.wait_synced()
+                return await _latency(adapter, service, iterations)
         service = adapter.ExecService(backend, limits)
         await service.execute(request(adapter, ["true"]))  # one-time costs (pool, TLS)
-        if kind == "latency":
-            samples = []
-            for _ in range(iterations):
-                start = time.perf_counter()
-                result = await service.execute(request(adapter, ["true"]))
-                samples.append(time.perf_counter() - start)
-                assert result.exit_code == 0
-            return statistics.median(samples)
         start = time.perf_counter()
         if kind == "execute":
             result = await service.execute(request(adapter, head(size)))
@@ -79,6 +91,17 @@ async def kuber(adapter: Any, kubeconfig: str, kind: str, size: int, iterations:
         seconds = time.perf_counter() - start
         assert received == size, received
         return size / seconds
+
+
+async def _latency(adapter: Any, service: Any, iterations: int) -> float:
+    await service.execute(request(adapter, ["true"]))  # one-time costs (pool, TLS)
+    samples = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        result = await service.execute(request(adapter, ["true"]))
+        samples.append(time.perf_counter() - start)
+        assert result.exit_code == 0
+    return statistics.median(samples)
 
 
 def run_kuber(runtime: str, kubeconfig: str, kind: str, size: int, iterations: int) -> float:
@@ -166,8 +189,9 @@ def measure_in_child(args: list[str]) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--bytes", type=int, default=20 * MB, help="throughput output size")
-    parser.add_argument("--official-bytes", type=int, default=4 * MB)
+    parser.add_argument("--bytes", type=int, default=50 * MB, help="throughput output size")
+    parser.add_argument("--official-bytes", type=int, default=50 * MB)
+    parser.add_argument("--out", type=Path, help="JSON results (default: benchmarks/results/)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=20, help="latency samples")
     parser.add_argument("--one", nargs=3, metavar=("CLIENT", "KIND", "SIZE"))
@@ -201,8 +225,7 @@ def main() -> int:
         ("asyncio", "interactive", args.bytes),
         ("kubectl", "throughput", args.bytes),
         ("official", "throughput", args.official_bytes),
-        ("trio", "latency", 0),
-        ("asyncio", "latency", 0),
+        *[(runtime, kind, 0) for runtime in ("trio", "asyncio") for kind in LATENCY_KINDS],
         ("kubectl", "latency", 0),
         ("official", "latency", 0),
     ]
@@ -212,34 +235,75 @@ def main() -> int:
             value = measure_in_child([client_name, kind, str(size)])
             values.setdefault((client_name, kind), []).append(value)
     med = {key: statistics.median(v) for key, v in values.items()}
+    _, minor, git_version = kube.server_version(cluster)
+    kubectl_rate, official_rate = med[("kubectl", "throughput")], med[("official", "throughput")]
+    rows: list[dict[str, Any]] = []
     print(
-        f"\nReal cluster (Kubernetes {cluster.info['version']}, pod {pod}), medians of "
-        f"{args.rounds} rounds; throughput of head -c N /dev/zero, latency of `true`\n"
+        f"\nReal cluster (Kubernetes {git_version}, pod {pod}), medians of {args.rounds} rounds; "
+        f"throughput of head -c N /dev/zero ({args.bytes // MB} MB), latency of `true`\n"
     )
-    print(f"{'client':40} {'MB/s':>8} {'vs kubectl':>11} {'vs official':>12}")
+    print(f"{'client':52} {'MB/s':>8} {'vs kubectl':>11} {'vs official':>12}")
     for client_name, kind in [("trio", "execute"), ("asyncio", "execute"),
                               ("trio", "interactive"), ("asyncio", "interactive")]:  # fmt: skip
         rate = med[(client_name, kind)]
+        label = f"kuber-exec {client_name} {kind}"
         print(
-            f"{'kuber-exec ' + client_name + ' ' + kind:40} {rate / MB:8.1f} "
-            f"{rate / med[('kubectl', 'throughput')]:10.2f}x "
-            f"{rate / med[('official', 'throughput')]:11.1f}x"
+            f"{label:52} {rate / MB:8.1f} {rate / kubectl_rate:10.2f}x "
+            f"{rate / official_rate:11.2f}x"
         )
-    print(f"{'kubectl exec (SPDY)':40} {med[('kubectl', 'throughput')] / MB:8.1f}")
-    official_rate = med[("official", "throughput")] / MB
-    print(
-        f"{'official stream() (' + str(args.official_bytes // MB) + ' MB)':40} {official_rate:8.1f}"
-    )
-    print(f"\n{'latency of true':40} {'ms':>8} {'kubectl/ours':>13} {'official/ours':>14}")
+        rows.append({"client": label, "mb_s": rate / MB, "vs_kubectl": rate / kubectl_rate,
+                     "vs_official": rate / official_rate})  # fmt: skip
+    print(f"{'kubectl exec (a process)':52} {kubectl_rate / MB:8.1f}")
+    official_label = f"official stream() ({args.official_bytes // MB} MB)"
+    print(f"{official_label:52} {official_rate / MB:8.1f}")
+    rows.append({"client": "kubectl exec", "mb_s": kubectl_rate / MB})
+    rows.append({"client": official_label, "mb_s": official_rate / MB})
+    kubectl_ms, official_ms = med[("kubectl", "latency")], med[("official", "latency")]
+    print(f"\n{'latency of true':52} {'ms':>8} {'kubectl/ours':>13} {'official/ours':>14}")
+    latency: list[dict[str, Any]] = []
+    names = {
+        "latency-cache": "cache warm, supervised",
+        "latency-cache-bare": "cache warm, no supervision",
+        "latency-rest": "REST resolution, supervised",
+        "latency-rest-bare": "REST resolution, no supervision",
+    }
     for client_name in ("trio", "asyncio"):
-        ours = med[(client_name, "latency")]
-        print(
-            f"{'kuber-exec ' + client_name + ' execute (resolves)':40} {ours * 1000:8.1f} "
-            f"{med[('kubectl', 'latency')] / ours:12.2f}x "
-            f"{med[('official', 'latency')] / ours:13.2f}x"
+        for kind, name in names.items():
+            ours = med[(client_name, kind)]
+            label = f"kuber-exec {client_name} ({name})"
+            print(
+                f"{label:52} {ours * 1000:8.1f} {kubectl_ms / ours:12.2f}x "
+                f"{official_ms / ours:13.2f}x"
+            )
+            latency.append(
+                {
+                    "client": label,
+                    "ms": ours * 1000,
+                    "kubectl_over_ours": kubectl_ms / ours,
+                    "official_over_ours": official_ms / ours,
+                }
+            )
+    print(f"{'kubectl exec (a process)':52} {kubectl_ms * 1000:8.1f}")
+    print(f"{'official stream() (pod known)':52} {official_ms * 1000:8.1f}")
+    latency.append({"client": "kubectl exec (a process)", "ms": kubectl_ms * 1000})
+    latency.append({"client": "official stream() (pod known)", "ms": official_ms * 1000})
+    out = args.out or REPO / "benchmarks" / "results" / f"realcluster-1.{minor}.json"
+    out.write_text(
+        json.dumps(
+            {
+                "server": git_version,
+                "rounds": args.rounds,
+                "bytes": args.bytes,
+                "official_bytes": args.official_bytes,
+                "latency_iterations": args.iterations,
+                "throughput": rows,
+                "latency": latency,
+            },
+            indent=2,
         )
-    print(f"{'kubectl exec (a process)':40} {med[('kubectl', 'latency')] * 1000:8.1f}")
-    print(f"{'official stream() (pod known)':40} {med[('official', 'latency')] * 1000:8.1f}")
+        + "\n"
+    )
+    print(f"\nwritten to {out}")
     return 0
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -167,3 +169,28 @@ async def test_cancelling_an_execute_mid_stream_leaves_no_process_behind(
         await admin_service.execute(shell(adapter, "sh", "-c", script))
     assert scope.cancelled_caught
     assert processes_with(marker) == []
+
+
+async def test_a_tty_session_is_recorded_as_asciicast(
+    adapter: ModuleType, workloads: Any, admin_service: Any, tmp_path: Path
+) -> None:
+    path = tmp_path / "session.cast"
+    recording = adapter.Recording(destination=path, title="realcluster")
+    output = bytearray()
+    async with admin_service.open_interactive(
+        shell(adapter, "sh"), tty=True, recording=recording
+    ) as session:
+        await session.send(adapter.Resize(columns=100, rows=30))
+        await session.send(adapter.Stdin(b"echo kx-rec-$((6*7)); exit 0\n"))
+        with anyio.fail_after(30):
+            async for frame in session:
+                if isinstance(frame, adapter.Stdout):
+                    output += frame.data
+    header, *events = (json.loads(line) for line in path.read_text().splitlines())
+    assert (header["version"], header["title"]) == (2, "realcluster")
+    recorded = "".join(data for _, kind, data in events if kind == "o")
+    assert recorded.encode() == bytes(output)
+    assert "kx-rec-42" in recorded
+    # The resize: in the header when it came before any output, else as an "r" event.
+    resizes = [data for _, kind, data in events if kind == "r"]
+    assert resizes == ["100x30"] or (header["width"], header["height"], resizes) == (100, 30, [])

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
-from .kube import WS_MAIN, Cluster, kubectl, poll
+from .kube import KUBECTL, WS_MAIN, Cluster, kubectl, poll
 
 pytestmark = pytest.mark.anyio
 
@@ -340,3 +340,84 @@ async def test_what_the_lease_mode_costs_per_session(
     out = Path(platform.info["state"]) / f"platform-bench-{adapter.__name__}.json"
     out.write_text(json.dumps(figures, indent=2))
     print(f"\nlease mode cost ({adapter.__name__}): {json.dumps(figures)}")
+
+
+def _token_request(cluster: Cluster, bound_secret: str | None = None) -> str:
+    """A TokenRequest for the executor ServiceAccount (10 minutes: the server's minimum),
+    bound to the Secret ``bound_secret`` if given (deleting it revokes the token)."""
+    spec: dict[str, Any] = {"expirationSeconds": 600}
+    if bound_secret is not None:
+        spec["boundObjectRef"] = {"kind": "Secret", "apiVersion": "v1", "name": bound_secret}
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+    done = kubectl(
+        cluster,
+        "create",
+        "--raw",
+        f"/api/v1/namespaces/{cluster.main_ns}/serviceaccounts/executor/token",
+        "-f",
+        "-",
+        input=json.dumps(body).encode(),
+    )
+    return str(json.loads(done.stdout)["status"]["token"])
+
+
+def _token_works(cluster: Cluster, token: str) -> bool:
+    config = _read_json(cluster.kubeconfig("executor"))
+    config["users"][0]["user"] = {"token": token}
+    path = Path(cluster.info["state"]) / f"probe-{uuid.uuid4().hex[:8]}.kubeconfig"
+    path.write_text(json.dumps(config))
+    try:
+        argv = [KUBECTL, "--kubeconfig", str(path), "get", "pods", "-n", cluster.main_ns]
+        return subprocess.run(argv, capture_output=True, check=False).returncode == 0
+    finally:
+        path.unlink()
+
+
+async def test_a_token_revoked_mid_session_is_refreshed_for_the_next_exec(
+    adapter: ModuleType, platform: Cluster, tmp_path: Path
+) -> None:
+    # A bound TokenRequest token, revoked by deleting its Secret while a session runs: the open
+    # session goes on (it was authenticated at its upgrade), the next exec is refused with 401,
+    # the plugin is asked again and hands out a fresh token.
+    secret = f"kx-bound-{uuid.uuid4().hex[:8]}"
+    kubectl(platform, "create", "secret", "generic", secret, "-n", platform.main_ns)
+    token_file, runs, script = tmp_path / "token", tmp_path / "runs", tmp_path / "plugin.py"
+    script.write_text(PLUGIN)
+    token_file.write_text(_token_request(platform, bound_secret=secret))
+    config = _read_json(platform.kubeconfig("executor"))
+    config["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": sys.executable,
+            "args": [str(script), str(token_file), str(runs)],
+        }
+    }
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps(config))
+    revoked = token_file.read_text()
+    async with adapter.KubernetesBackend.from_kubeconfig(str(kubeconfig)) as backend:
+        service = adapter.ExecService(backend)
+        async with service.open_interactive(
+            request(adapter, "while read line; do echo got-$line; done"), tty=False
+        ) as session:
+            await session.send(adapter.Stdin(b"one\n"))
+            assert await _read_line(adapter, session) == b"got-one\n"
+            kubectl(platform, "delete", "secret", secret, "-n", platform.main_ns)
+            poll(lambda: not _token_works(platform, revoked), timeout=60, what="the revocation")
+            token_file.write_text(_token_request(platform))
+            await session.send(adapter.Stdin(b"two\n"))
+            assert await _read_line(adapter, session) == b"got-two\n"
+            result = await service.execute(request(adapter, "echo fresh"))
+    assert result.stdout == b"fresh\n"
+    assert runs.read_text().count("run") == 2  # loaded once, refreshed once after the 401
+
+
+async def _read_line(adapter: ModuleType, session: Any) -> bytes:
+    seen = bytearray()
+    with anyio.fail_after(30):
+        async for frame in session:
+            assert isinstance(frame, adapter.Stdout), frame
+            seen += frame.data
+            if seen.endswith(b"\n"):
+                return bytes(seen)
+    raise AssertionError(f"the session ended after {bytes(seen)!r}")

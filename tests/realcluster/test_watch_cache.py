@@ -1,0 +1,105 @@
+"""The watch cache against the real API server: synced, answering as REST does, and a real
+``410 Gone`` (a resume point the server no longer keeps) followed by a relist.
+
+On 1.20 and 1.37 alike a WATCH from a resourceVersion older than the server's watch cache window
+answers ``200`` with one ``ERROR`` event holding a ``Status`` of ``code: 410, reason: Expired``
+("too old resource version"), not an HTTP 410; the core's ``Reflector`` must relist on it.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.request
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlencode
+
+import anyio
+import pytest
+
+from kuber_exec_core.kube import ApiGet, ApiResponse
+from kuber_exec_core.watch import PODS, Reflector, ReflectorState, WatchRequest
+
+from .conftest import service_for
+from .kube import WS_MAIN, Cluster
+
+pytestmark = pytest.mark.anyio
+
+
+def request(adapter: ModuleType) -> Any:
+    return adapter.ExecRequest(
+        workspace=adapter.Workspace(project="kx-target", uid=WS_MAIN),
+        deployment="shell",
+        command=["sh", "-c", "echo $WHO"],
+    )
+
+
+async def test_the_cache_syncs_and_resolves_as_rest_does(
+    adapter: ModuleType, cluster: Cluster, workloads: Any
+) -> None:
+    async with service_for(adapter, cluster, "admin") as rest_service:
+        by_rest = await rest_service.resolve_target(request(adapter))
+    async with (
+        service_for(adapter, cluster, "admin") as service,
+        service.backend.watch([cluster.main_ns]) as cache,
+    ):
+        with anyio.fail_after(60):
+            await cache.wait_synced()
+        assert cache.synced(cluster.main_ns)
+        by_cache = await service.resolve_target(request(adapter))
+        result = await service.execute(request(adapter))
+    assert by_cache == by_rest
+    assert (result.stdout, result.exit_code, result.target) == (b"shell\n", 0, by_rest)
+
+
+class _Admin:
+    """Plain HTTPS GETs with the admin client certificate (no library code in between)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        pki = Path(cluster.info["state"]) / "pki"
+        self.base = str(cluster.info["apiserver"])
+        self.context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        self.context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+
+    def get(self, target: str) -> tuple[int, bytes]:
+        http_request = urllib.request.Request(self.base + target)
+        try:
+            with urllib.request.urlopen(http_request, context=self.context, timeout=30) as answer:
+                return int(answer.status), answer.read()
+        except urllib.error.HTTPError as error:
+            with error:
+                return int(error.code), error.read()
+
+
+def _list_until_watching(reflector: Reflector[Any], admin: _Admin) -> WatchRequest:
+    while isinstance(step := reflector.next_event(), ApiGet):
+        status, body = admin.get(f"{step.path}?{urlencode(step.query)}")
+        reflector.list_received(ApiResponse(status=status, body=body))
+    assert isinstance(step, WatchRequest)
+    return step
+
+
+def test_a_real_410_from_a_stale_resume_point_relists(cluster: Cluster, workloads: Any) -> None:
+    admin = _Admin(cluster)
+    reflector: Reflector[Any] = Reflector(PODS, cluster.main_ns, watch_timeout_seconds=5)
+    watch = _list_until_watching(reflector, admin)
+    assert reflector.synced
+    pods = set(reflector.items)
+    lists = reflector.lists_completed
+    # The same watch, resumed from resourceVersion 1: long compacted out of the watch cache.
+    stale = {**dict(watch.query), "resourceVersion": "1"}
+    status, body = admin.get(f"{watch.path}?{urlencode(stale)}")
+    assert status == 200
+    event = json.loads(body.splitlines()[0])
+    assert event["type"] == "ERROR"
+    assert (event["object"]["code"], event["object"]["reason"]) == (410, "Expired")
+    assert "too old resource version" in event["object"]["message"]
+    # Fed to the reflector: it asks to close the watch and relists (still answering meanwhile).
+    assert reflector.watch_data(body) is False
+    assert reflector.state is ReflectorState.LISTING
+    assert reflector.synced
+    _list_until_watching(reflector, admin)
+    assert reflector.lists_completed == lists + 1
+    assert set(reflector.items) == pods
