@@ -19,7 +19,7 @@ import pytest
 
 from .conftest import negotiated
 from .kube import WS_MAIN, Cluster
-from .wire import Session, run
+from .wire import Refusal, Session, run
 
 pytestmark = pytest.mark.anyio
 
@@ -87,11 +87,14 @@ async def test_execute_with_stdin_counts_ten_megabytes(
 async def test_cat_round_trips_ten_megabytes_of_random_bytes(
     adapter: ModuleType, workloads: Any, admin_service: Any, server_minor: int
 ) -> None:
-    if not v5_expected(server_minor):
-        pytest.skip(f"1.{server_minor} cannot close stdin (no v5): covered by the refusal test")
     data = os.urandom(TEN_MB)
     limits = adapter.ExecLimits(max_output_cap_bytes=16 << 20, default_output_cap_bytes=16 << 20)
     service = adapter.ExecService(admin_service.backend, limits)
+    if not v5_expected(server_minor):
+        with pytest.raises(adapter.ExecError) as caught:
+            await service.execute(shell(adapter, "cat"), stdin=data)
+        assert caught.value.code is adapter.ExecErrorCode.INVALID
+        return
     result = await service.execute(shell(adapter, "cat"), stdin=data)
     assert result.exit_code == 0, result.stderr
     assert len(result.stdout) == TEN_MB
@@ -137,7 +140,11 @@ def test_the_server_never_sends_the_v5_close_signal(
     cluster: Cluster, workloads: Any, server_minor: int
 ) -> None:
     if not v5_expected(server_minor):
-        pytest.skip(f"1.{server_minor} offers no v5 (no close channel at all)")
+        # No v5 path at all: an offer of v5 alone is refused with an empty 403.
+        answer = run(cluster, ["true"], protocols=[V5])
+        assert isinstance(answer, Refusal)
+        assert (answer.status, answer.body) == (403, b"")
+        return
     # stdin, then the client's close of stdin ([255, 0]); cat echoes and ends.
     session = wire(
         cluster,

@@ -1,8 +1,8 @@
 """kubectl as the reference: for the same pod and command, the same output and exit status.
 
-The machine's kubectl is newer than the server: it offers v5 only over WebSocket, is refused, and
-falls back to SPDY; it may print a version-skew warning on its stderr, which is kubectl's own line,
-not the command's."""
+The machine's kubectl is 1.32. On a current server it speaks v5 over WebSocket, as kuber-exec
+does; on 1.20 it offers v5 only, is refused, and falls back to SPDY, and may print a version-skew
+warning on its stderr, which is kubectl's own line, not the command's."""
 
 from __future__ import annotations
 

@@ -19,6 +19,14 @@ V5 = "v5.channel.k8s.io"
 V4 = "v4.channel.k8s.io"
 
 
+def no_v5_here(cluster: Cluster, server_minor: int) -> None:
+    """Before 1.30 there is no v5 path: an offer of v5 alone is refused with an empty 403."""
+    assert server_minor < 30
+    answer = run(cluster, ["true"], protocols=[V5])
+    assert isinstance(answer, Refusal)
+    assert (answer.status, answer.body) == (403, b"")
+
+
 def session(cluster: Cluster, command: list[str], protocols: list[str], **kw: Any) -> Session:
     answer = run(cluster, command, protocols=protocols, **kw)
     assert isinstance(answer, Session), answer
@@ -64,7 +72,8 @@ def test_the_status_of_a_non_zero_exit(
     cluster: Cluster, workloads: Any, server_minor: int, protocol: str, script: str, code: int
 ) -> None:
     if protocol == V5 and server_minor < 30:
-        pytest.skip(f"1.{server_minor} offers no v5")
+        no_v5_here(cluster, server_minor)
+        return
     status = session(cluster, ["sh", "-c", script], [protocol]).status
     assert (status["status"], status["reason"]) == ("Failure", "NonZeroExitCode")
     assert status["details"]["causes"] == [{"reason": "ExitCode", "message": str(code)}]
@@ -76,7 +85,8 @@ def test_the_status_of_a_command_not_found(
     cluster: Cluster, workloads: Any, server_minor: int, protocol: str
 ) -> None:
     if protocol == V5 and server_minor < 30:
-        pytest.skip(f"1.{server_minor} offers no v5")
+        no_v5_here(cluster, server_minor)
+        return
     status = session(cluster, ["/no/such/kx-command"], [protocol]).status
     assert (status["status"], status["reason"], status["code"]) == ("Failure", "InternalError", 500)
     assert "error executing command in container" in status["message"]
@@ -89,9 +99,12 @@ def test_output_comes_in_messages_of_at_most_32_kib(
     cluster: Cluster, workloads: Any, server_minor: int, protocol: str
 ) -> None:
     if protocol == V5 and server_minor < 30:
-        pytest.skip(f"1.{server_minor} offers no v5")
+        no_v5_here(cluster, server_minor)
+        return
     answer = session(cluster, ["head", "-c", "1000000", "/dev/zero"], [protocol])
     sizes = answer.sizes(1)
     assert sum(sizes) == 1_000_000
-    assert max(sizes) == 32 * 1024
+    # At most 32 KiB each, boundaries as the server's reads fell (1.37: 32 KiB on v4, mixed
+    # 4-28 KiB on v5; 1.20: 4-28 KiB): never depend on them.
+    assert max(sizes) <= 32 * 1024
     assert answer.status["status"] == "Success"
