@@ -26,11 +26,13 @@ from typing import Any
 import pytest
 
 from .kube import (
+    SEEN,
     Cluster,
     cluster_unavailable_reason,
     load_cluster,
     make_workloads,
     server_version,
+    service_for,
 )
 
 _HERE = Path(__file__).resolve().parent
@@ -67,29 +69,20 @@ def cluster() -> Cluster:
     return load_cluster()
 
 
-#: The server's release, once per run: (major, minor, gitVersion), for the summary line.
-_SEEN: dict[str, Any] = {}
-
-
 @pytest.fixture(scope="session")
 def server_minor(cluster: Cluster) -> int:
     """The API server's minor version (20, 37, ...), from its ``/version``."""
     major, minor, git_version = server_version(cluster)
     assert major == 1, git_version
-    _SEEN["version"] = git_version
+    SEEN["version"] = git_version
     return minor
 
 
-def negotiated(subprotocol: str) -> None:
-    """Note a subprotocol the library negotiated (printed in the run's summary)."""
-    _SEEN.setdefault("subprotocols", set()).add(subprotocol)
-
-
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if "version" in _SEEN:
-        protocols = ", ".join(sorted(_SEEN.get("subprotocols", ()))) or "none recorded"
+    if "version" in SEEN:
+        protocols = ", ".join(sorted(SEEN.get("subprotocols", ()))) or "none recorded"
         terminalreporter.write_line(
-            f"realcluster: Kubernetes {_SEEN['version']}; negotiated: {protocols}"
+            f"realcluster: Kubernetes {SEEN['version']}; negotiated: {protocols}"
         )
 
 
@@ -104,19 +97,3 @@ async def admin_service(adapter: ModuleType, cluster: Cluster) -> AsyncIterator[
     """An ``ExecService`` authenticated with the admin client certificate."""
     async with service_for(adapter, cluster, "admin") as service:
         yield service
-
-
-class service_for:
-    """``async with service_for(adapter, cluster, user) as service``: an ``ExecService`` over a
-    ``KubernetesBackend`` loaded from the user's kubeconfig with the official loader."""
-
-    def __init__(self, adapter: ModuleType, cluster: Cluster, user: str) -> None:
-        self._backend = adapter.KubernetesBackend.from_kubeconfig(cluster.kubeconfig(user), None)
-        self._adapter = adapter
-
-    async def __aenter__(self) -> Any:
-        await self._backend.__aenter__()
-        return self._adapter.ExecService(self._backend)
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._backend.__aexit__(*exc)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Final
 
 MANAGED_BY: Final = "app.kubernetes.io/managed-by"
@@ -331,3 +332,32 @@ def processes_with(needle: str) -> list[int]:
         if needle.encode() in cmdline and state != "Z":
             found.append(int(entry.name))
     return found
+
+
+# --------------------------------------------------------------------------------------------
+# The library under test, and what the run saw
+# --------------------------------------------------------------------------------------------
+
+#: The server's release and the subprotocols negotiated, for the run's summary line.
+SEEN: dict[str, Any] = {}
+
+
+def negotiated(subprotocol: str) -> None:
+    """Note a subprotocol the library negotiated (printed in the run's summary)."""
+    SEEN.setdefault("subprotocols", set()).add(subprotocol)
+
+
+class service_for:
+    """``async with service_for(adapter, cluster, user) as service``: an ``ExecService`` over a
+    ``KubernetesBackend`` loaded from the user's kubeconfig with the official loader."""
+
+    def __init__(self, adapter: ModuleType, cluster: Cluster, user: str) -> None:
+        self._backend = adapter.KubernetesBackend.from_kubeconfig(cluster.kubeconfig(user), None)
+        self._adapter = adapter
+
+    async def __aenter__(self) -> Any:
+        await self._backend.__aenter__()
+        return self._adapter.ExecService(self._backend)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._backend.__aexit__(*exc)

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import service_for
-from .kube import WS_MAIN, WS_OTHER, Cluster, kubectl
+from .kube import WS_MAIN, WS_OTHER, Cluster, kubectl, service_for
 
 pytestmark = pytest.mark.anyio
 

@@ -17,8 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import negotiated
-from .kube import WS_MAIN, Cluster
+from .kube import WS_MAIN, Cluster, negotiated
 from .wire import Refusal, Session, run
 
 pytestmark = pytest.mark.anyio

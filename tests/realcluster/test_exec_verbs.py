@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import service_for
-from .kube import WS_MAIN, Cluster
+from .kube import WS_MAIN, Cluster, service_for
 from .wire import Refusal, Session, run
 
 pytestmark = pytest.mark.anyio

@@ -24,8 +24,7 @@ import pytest
 from kuber_exec_core.kube import ApiGet, ApiResponse
 from kuber_exec_core.watch import PODS, Reflector, ReflectorState, WatchRequest
 
-from .conftest import service_for
-from .kube import WS_MAIN, Cluster
+from .kube import WS_MAIN, Cluster, deployment, kubectl, service_for
 
 pytestmark = pytest.mark.anyio
 
@@ -115,3 +114,38 @@ def test_a_real_410_from_a_stale_resume_point_relists(
     _list_until_watching(reflector, admin)
     assert reflector.lists_completed == lists + 1
     assert set(reflector.items) == pods
+
+
+async def test_execs_through_a_rollout_restart_all_run(
+    anyio_backend: str, adapter: ModuleType, cluster: Cluster, workloads: Any
+) -> None:
+    # A Deployment of its own (one replica, quick to stop), restarted while execs go through the
+    # warm cache: each exec runs, on the old pod or the new one. A cached target whose pod is
+    # already gone is refused with 404 before the command starts and retried once over REST.
+    name = f"restart-{anyio_backend}"
+    manifest = deployment(name, namespace=cluster.main_ns, image=cluster.image, workspace=WS_MAIN)
+    kubectl(cluster, "apply", "-f", "-", input=json.dumps(manifest).encode())
+    kubectl(cluster, "rollout", "status", f"deployment/{name}", "-n", cluster.main_ns,
+            "--timeout=120s", timeout=130)  # fmt: skip
+    exec_request = adapter.ExecRequest(
+        workspace=adapter.Workspace(project="kx-target", uid=WS_MAIN),
+        deployment=name,
+        command=["sh", "-c", "echo $HOSTNAME"],
+    )
+    pods_seen: set[str] = set()
+    async with (
+        service_for(adapter, cluster, "admin") as service,
+        service.backend.watch([cluster.main_ns]) as cache,
+    ):
+        with anyio.fail_after(60):
+            await cache.wait_synced()
+        first = await service.execute(exec_request)
+        pods_seen.add(first.target.pod)
+        kubectl(cluster, "rollout", "restart", f"deployment/{name}", "-n", cluster.main_ns)
+        with anyio.fail_after(120):
+            while len(pods_seen) < 2:
+                result = await service.execute(exec_request)
+                assert result.exit_code == 0, result
+                pods_seen.add(result.target.pod)
+    kubectl(cluster, "delete", "deployment", name, "-n", cluster.main_ns, "--wait=false")
+    assert len(pods_seen) == 2
