@@ -1,11 +1,11 @@
 """The watch cache against the real API server: synced, answering as REST does, and a real
 ``410 Gone`` (a resume point the server no longer keeps) followed by a relist.
 
-A WATCH from a resourceVersion older than the server's watch cache window answers ``200`` with
-one ``ERROR`` event holding a ``Status`` of ``code: 410, reason: Expired`` ("too old resource
-version"), not an HTTP 410; the core's ``Reflector`` must relist on it. 1.37's window is a span
-of time, so resourceVersion 1 is out of it at once; 1.20's counts events, and in the tier's young
-cluster still holds it (the server replays from there instead).
+After etcd is compacted (the API server does it every 5 minutes; the test does it at once), a
+1.37 WATCH resumed from before the compaction answers ``200`` with one ``ERROR`` event holding a
+``Status`` of ``code: 410, reason: Expired`` ("too old resource version"), not an HTTP 410; the
+core's ``Reflector`` must relist on it. 1.20's watch cache serves every watch from memory and, in
+the tier's young cluster, still holds the events since its start: it replays them instead.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pytest
 from kuber_exec_core.kube import ApiGet, ApiResponse
 from kuber_exec_core.watch import PODS, Reflector, ReflectorState, WatchRequest
 
-from .kube import WS_MAIN, Cluster, deployment, kubectl, service_for
+from .kube import WS_MAIN, Cluster, compact_etcd, deployment, kubectl, service_for
 
 pytestmark = pytest.mark.anyio
 
@@ -91,20 +91,21 @@ def test_a_real_410_from_a_stale_resume_point_relists(
     assert reflector.synced
     pods = set(reflector.items)
     lists = reflector.lists_completed
-    # The same watch, resumed from resourceVersion 1: before the watch cache's window.
+    # etcd compacted up to now (the API server does it every 5 minutes), then the same watch
+    # resumed from resourceVersion 1, long before.
+    compact_etcd()
     stale = {**dict(watch.query), "resourceVersion": "1"}
     status, body = admin.get(f"{watch.path}?{urlencode(stale)}")
     assert status == 200
     event = json.loads(body.splitlines()[0])
-    if event["type"] != "ERROR":
-        # 1.20's watch cache counts events, not time: in this young cluster it still holds
-        # resourceVersion 1 and replays from there. The reflector drops what it already has.
-        assert server_minor < 37, event
-        assert event["type"] == "ADDED"
+    if server_minor < 37:
+        # 1.20's watch cache serves every watch from memory and holds the events since it
+        # started: it replays from resourceVersion 1. The reflector drops what it already has.
+        assert event["type"] == "ADDED", event
         assert reflector.watch_data(body) is True
         assert (reflector.synced, set(reflector.items)) == (True, pods)
         return
-    # 1.37: at once, an ERROR event holding a 410 Expired Status.
+    # 1.37: an ERROR event holding a 410 Expired Status.
     assert (event["object"]["code"], event["object"]["reason"]) == (410, "Expired")
     assert "too old resource version" in event["object"]["message"]
     # Fed to the reflector: it asks to close the watch and relists (still answering meanwhile).
@@ -149,3 +150,41 @@ async def test_execs_through_a_rollout_restart_all_run(
                 pods_seen.add(result.target.pod)
     kubectl(cluster, "delete", "deployment", name, "-n", cluster.main_ns, "--wait=false")
     assert len(pods_seen) == 2
+
+
+def test_a_real_bookmark_advances_the_reflector(
+    cluster: Cluster, workloads: Any, server_minor: int
+) -> None:
+    # A watch that streams the initial state (1.27+ "watch list", on by default in 1.37's
+    # client-go) ends that state with a BOOKMARK at once: the server's own bookmark event, fed
+    # to the core's reflector as part of its watch, moves its resourceVersion without touching
+    # its snapshot. 1.20 knows no such request: it refuses it as invalid (422).
+    admin = _Admin(cluster)
+    reflector: Reflector[Any] = Reflector(PODS, cluster.main_ns, watch_timeout_seconds=5)
+    watch = _list_until_watching(reflector, admin)
+    pods, version = set(reflector.items), reflector.resource_version
+    streaming = {
+        "watch": "1",
+        "allowWatchBookmarks": "true",
+        "sendInitialEvents": "true",
+        "resourceVersionMatch": "NotOlderThan",
+        "resourceVersion": "",
+        "timeoutSeconds": "2",
+    }
+    status, body = admin.get(f"{watch.path}?{urlencode(streaming)}")
+    if server_minor < 27:
+        # No streaming lists yet: a watch with resourceVersionMatch is refused as invalid.
+        assert status == 422
+        assert json.loads(body)["reason"] == "Invalid"
+        return
+    assert status == 200
+    events = [json.loads(line) for line in body.splitlines() if line.strip()]
+    (bookmark,) = [e for e in events if e["type"] == "BOOKMARK"]
+    annotations = bookmark["object"]["metadata"]["annotations"]
+    assert annotations == {"k8s.io/initial-events-end": "true"}
+    line = json.dumps(bookmark).encode() + b"\n"
+    assert reflector.watch_data(line) is True
+    bookmarked = bookmark["object"]["metadata"]["resourceVersion"]
+    assert reflector.resource_version == bookmarked
+    assert int(bookmarked) >= int(version or 0)
+    assert (reflector.synced, set(reflector.items)) == (True, pods)
