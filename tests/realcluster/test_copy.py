@@ -1,11 +1,14 @@
 """Copying through the whole real path (apiserver -> kubelet -> containerd -> runc) into a
-busybox pod: v4.channel.k8s.io only (1.20 offers no v5), so every upload is delimited by its
-size; busybox's tar, head, tail and sha256sum do the remote side."""
+busybox pod, through the library and through ``kuber-exec cp``: on a current release over v5 (an
+upload ends its input), on 1.20 over v4 (every upload is delimited by its size); busybox's tar,
+head, tail and sha256sum do the remote side."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from types import ModuleType
@@ -13,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .kube import WS_MAIN
+from .kube import WS_MAIN, Cluster
 
 pytestmark = pytest.mark.anyio
 
@@ -66,3 +69,22 @@ async def test_a_missing_path_is_named(
     with pytest.raises(adapter.CopyError) as caught:
         await adapter.copy_from_pod(admin_service, target(adapter), "/no/such/path", tmp_path / "x")
     assert caught.value.problem is adapter.CopyProblem.NO_SUCH_PATH
+
+
+def test_the_command_line_copies_a_file_up_and_down(
+    cluster: Cluster, workloads: Any, tmp_path: Path
+) -> None:
+    # `kuber-exec cp` as a user runs it, both ways, against the real server (an upload ends its
+    # input over v5 on a current release; on 1.20 it is delimited by its size).
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    source, back = tmp_path / "up.bin", tmp_path / "down.bin"
+    source.write_bytes(data)
+    remote = f"/tmp/kx-cli-{uuid.uuid4().hex[:8]}.bin"
+    common = ["--kubeconfig", cluster.kubeconfig("admin"), "--project", "kx-target",
+              "--workspace-uid", WS_MAIN, "--no-progress"]  # fmt: skip
+    cli = [sys.executable, "-m", "kuber_exec_cli", "cp", *common]
+    up = subprocess.run([*cli, str(source), f"shell:{remote}"], capture_output=True, timeout=120)
+    assert up.returncode == 0, up.stderr
+    down = subprocess.run([*cli, f"shell:{remote}", str(back)], capture_output=True, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert back.read_bytes() == data
