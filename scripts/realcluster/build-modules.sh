@@ -36,14 +36,15 @@ have_all() {
   "$BIN/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $VERSION"
 }
 
+# runc, openssl, iproute2 and the rest come from Debian as for 1.20, cached binaries or not.
+bash "$HERE/install-deps.sh" --runtime-only
+
 if have_all; then
   echo "build: cached binaries in $BIN"
   exit 0
 fi
 
 command -v go >/dev/null || { echo "build: no go on PATH (the polyglot machine has Go 1.26)" >&2; exit 1; }
-# runc, openssl, iproute2 and the rest come from Debian as for 1.20.
-bash "$HERE/install-deps.sh" --runtime-only
 
 export GOMODCACHE=$GO_CACHE/mod GOCACHE=$GO_CACHE/build GOTOOLCHAIN=local GOFLAGS=-mod=mod
 export CGO_ENABLED=0

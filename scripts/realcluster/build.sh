@@ -30,12 +30,14 @@ have_all() {
   "$BIN/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $VERSION"
 }
 
+# Debian's etcd, containerd and runc run the cluster even when the binaries are cached: install
+# (or find, at no cost) them first.
+bash "$HERE/install-deps.sh"
+
 if have_all; then
   echo "build: cached binaries in $BIN"
   exit 0
 fi
-
-bash "$HERE/install-deps.sh"
 
 start=$(date +%s)
 mkdir -p "$CACHE/src" "$BIN"
