@@ -82,6 +82,16 @@ def cluster_unavailable_reason() -> str | None:
     return None
 
 
+def shell_request(adapter: ModuleType, command: list[str]) -> Any:
+    """An ``ExecRequest`` for ``command`` in the ``shell`` Deployment of workspace ``WS_MAIN``."""
+    return adapter.ExecRequest(
+        workspace=adapter.Workspace(project="kx-target", uid=WS_MAIN),
+        deployment="shell",
+        command=command,
+        container=None,
+    )
+
+
 def load_cluster() -> Cluster:
     return Cluster(json.loads(Path(os.environ["KUBER_REALCLUSTER"]).read_text()))
 

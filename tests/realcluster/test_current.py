@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from .kube import WS_MAIN, Cluster, negotiated
+from .kube import Cluster, negotiated, shell_request
 from .wire import Refusal, Session, run
 
 pytestmark = pytest.mark.anyio
@@ -33,12 +33,7 @@ def v5_expected(server_minor: int) -> bool:
 
 
 def shell(adapter: ModuleType, *command: str) -> Any:
-    return adapter.ExecRequest(
-        workspace=adapter.Workspace(project="kx-target", uid=WS_MAIN),
-        deployment="shell",
-        command=list(command),
-        container=None,
-    )
+    return shell_request(adapter, list(command))
 
 
 async def collect(session: Any, adapter: ModuleType) -> tuple[bytes, bytes, Any]:

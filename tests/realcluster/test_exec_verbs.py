@@ -49,6 +49,16 @@ def request(adapter: ModuleType) -> Any:
     )
 
 
+async def exec_as(adapter: ModuleType, service: Any, *, refused: bool) -> Any:
+    """Exec once: the ``ExecError`` when ``refused``, else ``None`` after checking it ran."""
+    if not refused:
+        assert (await service.execute(request(adapter))).stdout == b"allowed\n"
+        return None
+    with pytest.raises(adapter.ExecError) as raised:
+        await service.execute(request(adapter))
+    return raised.value
+
+
 @pytest.mark.parametrize("user", USERS)
 def test_what_the_server_answers_each_single_verb_user(
     cluster: Cluster, workloads: Any, server_minor: int, user: str
@@ -82,13 +92,9 @@ async def test_the_preflight_predicts_the_servers_answer(
         cluster.kubeconfig(user), preflight=preflight
     )
     async with backend:
-        service = adapter.ExecService(backend)
-        if verb is None:
-            assert (await service.execute(request(adapter))).stdout == b"allowed\n"
-            return
-        with pytest.raises(adapter.ExecError) as raised:
-            await service.execute(request(adapter))
-    error = raised.value
+        error = await exec_as(adapter, adapter.ExecService(backend), refused=verb is not None)
+    if error is None:
+        return
     assert error.code is adapter.ExecErrorCode.TARGET_FORBIDDEN
     assert error.http_status is None  # refused before any upgrade was tried
     assert error.message.startswith(
@@ -102,12 +108,9 @@ async def test_without_the_preflight_the_refusal_names_the_verb(
 ) -> None:
     verb = refused_verb(user, server_minor)
     async with service_for(adapter, cluster, user) as service:
-        if verb is None:
-            assert (await service.execute(request(adapter))).stdout == b"allowed\n"
-            return
-        with pytest.raises(adapter.ExecError) as raised:
-            await service.execute(request(adapter))
-    error = raised.value
+        error = await exec_as(adapter, service, refused=verb is not None)
+    if error is None:
+        return
     assert error.code is adapter.ExecErrorCode.TARGET_FORBIDDEN
     assert (error.http_status, error.status_reason) == (403, "Forbidden")
     if verb == "get":

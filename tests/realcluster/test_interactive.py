@@ -16,18 +16,13 @@ from typing import Any
 import anyio
 import pytest
 
-from .kube import WS_MAIN, processes_with
+from .kube import processes_with, shell_request
 
 pytestmark = pytest.mark.anyio
 
 
 def shell(adapter: ModuleType, *command: str) -> Any:
-    return adapter.ExecRequest(
-        workspace=adapter.Workspace(project="kx-target", uid=WS_MAIN),
-        deployment="shell",
-        command=list(command),
-        container=None,
-    )
+    return shell_request(adapter, list(command))
 
 
 async def read_until(session: Any, adapter: ModuleType, needle: bytes, seen: bytearray) -> None:

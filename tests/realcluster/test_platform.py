@@ -202,9 +202,24 @@ PLUGIN = textwrap.dedent(
 async def test_an_exec_plugins_stale_token_is_refreshed_once(
     adapter: ModuleType, platform: Cluster, tmp_path: Path
 ) -> None:
-    token_file, runs, script = tmp_path / "token", tmp_path / "runs", tmp_path / "plugin.py"
-    script.write_text(PLUGIN)
+    token_file, runs = tmp_path / "token", tmp_path / "runs"
     token_file.write_text("revoked-token")
+    kubeconfig = _plugin_kubeconfig(platform, tmp_path, token_file, runs)
+    backend = adapter.KubernetesBackend.from_kubeconfig(str(kubeconfig))
+    # The plugin hands out a valid token from now on; the backend still holds the revoked one.
+    executor_token = (Path(platform.info["state"]) / "tokens" / "executor").read_text()
+    token_file.write_text(executor_token)
+    async with backend:
+        result = await adapter.ExecService(backend).execute(request(adapter, "echo fresh"))
+    assert result.stdout == b"fresh\n"
+    assert runs.read_text().count("run") == 2  # loaded once, refreshed once after the 401
+
+
+def _plugin_kubeconfig(platform: Cluster, tmp_path: Path, token_file: Path, runs: Path) -> Path:
+    """The executor's kubeconfig with PLUGIN as its credential: it hands out what
+    ``token_file`` holds when it runs, and writes a line to ``runs`` each time."""
+    script = tmp_path / "plugin.py"
+    script.write_text(PLUGIN)
     config = _read_json(platform.kubeconfig("executor"))
     config["users"][0]["user"] = {
         "exec": {
@@ -215,14 +230,7 @@ async def test_an_exec_plugins_stale_token_is_refreshed_once(
     }
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(json.dumps(config))
-    backend = adapter.KubernetesBackend.from_kubeconfig(str(kubeconfig))
-    # The plugin hands out a valid token from now on; the backend still holds the revoked one.
-    executor_token = (Path(platform.info["state"]) / "tokens" / "executor").read_text()
-    token_file.write_text(executor_token)
-    async with backend:
-        result = await adapter.ExecService(backend).execute(request(adapter, "echo fresh"))
-    assert result.stdout == b"fresh\n"
-    assert runs.read_text().count("run") == 2  # loaded once, refreshed once after the 401
+    return kubeconfig
 
 
 def _read_json(path: str) -> Any:
@@ -381,19 +389,9 @@ async def test_a_token_revoked_mid_session_is_refreshed_for_the_next_exec(
     # the plugin is asked again and hands out a fresh token.
     secret = f"kx-bound-{uuid.uuid4().hex[:8]}"
     kubectl(platform, "create", "secret", "generic", secret, "-n", platform.main_ns)
-    token_file, runs, script = tmp_path / "token", tmp_path / "runs", tmp_path / "plugin.py"
-    script.write_text(PLUGIN)
+    token_file, runs = tmp_path / "token", tmp_path / "runs"
     token_file.write_text(_token_request(platform, bound_secret=secret))
-    config = _read_json(platform.kubeconfig("executor"))
-    config["users"][0]["user"] = {
-        "exec": {
-            "apiVersion": "client.authentication.k8s.io/v1beta1",
-            "command": sys.executable,
-            "args": [str(script), str(token_file), str(runs)],
-        }
-    }
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps(config))
+    kubeconfig = _plugin_kubeconfig(platform, tmp_path, token_file, runs)
     revoked = token_file.read_text()
     async with adapter.KubernetesBackend.from_kubeconfig(str(kubeconfig)) as backend:
         service = adapter.ExecService(backend)
