@@ -1,13 +1,17 @@
 """The house rules of docs/architecture.md: which package may import which, and pinned surfaces.
 
 Each package may import only the packages below it in the layering; the import scan reads every
-module's source (``ast``), so a rule breaks here the moment someone adds the import.
+module's source (``ast``), so a rule breaks here the moment someone adds the import. A direct
+import is not the whole story (a package may reach a forbidden one through an allowed one), so
+each package is also imported in a fresh interpreter and what got loaded is checked.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "kuber_exec_core": set(),
     "kuber_exec_anyio": {"kuber_exec_core"},
     # The exec WebSocket's client side on websockets' sans-IO protocol, shared by both bindings.
-    "kuber_exec_websocket": {"kuber_exec_core", "kuber_exec_anyio"},
+    "kuber_exec_websocket": {"kuber_exec_core"},
     "kuber_exec_trio": {"kuber_exec_core", "kuber_exec_anyio", "kuber_exec_websocket"},
     "kuber_exec_asyncio": {"kuber_exec_core", "kuber_exec_anyio", "kuber_exec_websocket"},
     "kuber_exec_sandbox": {"kuber_exec_core"},
@@ -48,10 +52,37 @@ ALLOWED: dict[str, set[str]] = {
 FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
     "kuber_exec_core": {"anyio", "trio", "asyncio", "httpx", "websockets", "trio_websocket"},
     "kuber_exec_anyio": {"trio", "asyncio", "websockets", "trio_websocket", "h11", "wsproto"},
-    "kuber_exec_websocket": {"anyio", "trio", "asyncio", "trio_websocket", "h11", "wsproto"},
+    "kuber_exec_websocket": {
+        "anyio",
+        "trio",
+        "asyncio",
+        "httpx",
+        "trio_websocket",
+        "h11",
+        "wsproto",
+    },
     "kuber_exec_trio": {"asyncio", "trio_websocket"},
     "kuber_exec_asyncio": {"trio", "trio_websocket"},
 }
+
+
+#: What importing a package may not load, even through the packages it may import: the
+#: libraries of another extra (an asyncio user never loads trio; the sans-IO packages no event
+#: loop, no HTTP client) and, for the plugin, anything before a fixture runs.
+NEVER_LOADED: dict[str, set[str]] = {
+    "kuber_exec_core": {
+        "anyio", "trio", "asyncio", "sniffio", "httpx", "httpcore", "websockets",
+        "trio_websocket", "h11", "wsproto",
+    },
+    "kuber_exec_websocket": {
+        "anyio", "trio", "asyncio", "sniffio", "httpx", "httpcore", "trio_websocket", "h11",
+        "wsproto",
+    },
+    "kuber_exec_anyio": {"trio", "asyncio", "websockets", "trio_websocket", "h11", "wsproto"},
+    "kuber_exec_trio": {"asyncio", "trio_websocket"},
+    "kuber_exec_asyncio": {"trio", "trio_websocket"},
+    "kuber_exec_pytest": {"anyio", "trio", "asyncio", "httpx", "websockets"},
+}  # fmt: skip
 
 
 #: ``websockets``' clients with I/O of their own: the bindings drive its sans-IO protocol.
@@ -123,6 +154,41 @@ def test_packages_import_only_what_is_below_them(package: str) -> None:
         if bad:
             offending[str(path.relative_to(SRC))] = bad
     assert offending == {}
+
+
+def _reachable(package: str) -> set[str]:
+    """The project packages ``package`` may load: what it imports, and what those import."""
+    found: set[str] = set()
+    todo = [package]
+    while todo:
+        for allowed in ALLOWED[todo.pop()]:
+            if allowed not in found:
+                found.add(allowed)
+                todo.append(allowed)
+    return found
+
+
+def _loaded_by(package: str) -> set[str]:
+    """The top-level packages a fresh interpreter holds after ``import package``."""
+    script = f"import sys, {package}; print(*sorted({{m.partition('.')[0] for m in sys.modules}}))"
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    return set(run.stdout.split())
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_importing_a_package_loads_nothing_forbidden(package: str) -> None:
+    loaded = _loaded_by(package)
+    project = {name for name in loaded if name.startswith("kuber_exec_")} - {package}
+    assert sorted(project - _reachable(package)) == []
+    assert sorted(loaded & NEVER_LOADED.get(package, set())) == []
+
+
+def test_the_fresh_interpreter_check_sees_a_transitive_import() -> None:
+    # kuber_exec_trio imports anyio only through kuber_exec_anyio: a direct scan misses it.
+    assert {"anyio", "kuber_exec_anyio", "trio"} <= _loaded_by("kuber_exec_trio")
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN_MODULES))
@@ -268,7 +334,7 @@ def test_the_bindings_share_one_implementation() -> None:
     "module", ["kuber_exec_core.state", "kuber_exec_core.channels", "kuber_exec_core.kube",
                "kuber_exec_core.server", "kuber_exec_core.limits", "kuber_exec_core.watch",
                "kuber_exec_core.validation", "kuber_exec_core.supervision",
-               "kuber_exec_core.asciicast",
+               "kuber_exec_core.asciicast", "kuber_exec_core.transport",
                "kuber_exec_anyio.transport",
                "kuber_exec_anyio.testing"],
 )  # fmt: skip

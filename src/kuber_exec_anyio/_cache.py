@@ -33,12 +33,12 @@ from kuber_exec_core import (
     ExecErrorCode,
 )
 from kuber_exec_core.kube import ApiGet, ApiResponse
+from kuber_exec_core.transport import describe_error
 from kuber_exec_core.watch import Reflector, WatchRequest, WatchStore
 
 from ._config import ClusterConfig
 from ._groups import single_exception
 from ._rest import RestClient, open_http_client
-from ._transport import describe_error
 
 __all__ = [
     "DEFAULT_BACKOFF_CAP",

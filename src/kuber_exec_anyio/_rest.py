@@ -18,10 +18,10 @@ import httpx
 
 from kuber_exec_core import Deployment, ExecError, ExecErrorCode, LabelSelector, Pod
 from kuber_exec_core.kube import ApiGet, ApiPlan, ApiResponse, DeploymentLookup, PodListing
+from kuber_exec_core.transport import describe_error
 
 from ._config import ClusterConfig
 from ._identity import impersonation_headers
-from ._transport import describe_error
 
 __all__ = ["MAX_CONCURRENT_REQUESTS", "RestClient", "open_http_client"]
 

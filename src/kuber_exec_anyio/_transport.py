@@ -2,8 +2,8 @@
 
 Everything about an exec connection that does not depend on the WebSocket library is written
 once, here and in ``_connection``: checking the negotiated subprotocol, keepalive pings, telling a
-dead peer from our own backpressure, a bounded close. A runtime binding (``kuber_exec_trio`` on
-``websockets``' sans-IO protocol, ``kuber_exec_asyncio`` on its asyncio client) only implements
+dead peer from our own backpressure, a bounded close. A runtime binding (``kuber_exec_trio`` and
+``kuber_exec_asyncio``, both on ``websockets``' sans-IO protocol) only implements
 :class:`WebSocketTransport` and a :data:`TransportOpener`: open the upgrade, move whole messages,
 ping, close, abort, and map its library's exceptions at that boundary.
 """
@@ -11,7 +11,6 @@ ping, close, abort, and map its library's exceptions at that boundary.
 from __future__ import annotations
 
 import logging
-import re
 import ssl
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -20,8 +19,15 @@ from typing import Protocol
 import attrs
 
 from kuber_exec_core.channels import Message
+from kuber_exec_core.transport import (
+    CLOSE_MESSAGE_TOO_BIG,
+    MAX_SERVER_MESSAGE_BYTES,
+    describe_error,
+    message_too_big,
+)
 
 __all__ = [
+    "CLOSE_MESSAGE_TOO_BIG",
     "MAX_SERVER_MESSAGE_BYTES",
     "NoDebugLogger",
     "TransportClosed",
@@ -29,13 +35,8 @@ __all__ = [
     "TransportOptions",
     "WebSocketTransport",
     "describe_error",
+    "message_too_big",
 ]
-
-# The count an exception group adds to its message ("... failed (1 sub-exception)").
-_SUB_EXCEPTIONS = re.compile(r"\s*\(\d+ sub-exceptions?\)$")
-
-#: Real servers send ≤ 32 KiB per message and kill sessions over 32 MiB; accept up to that.
-MAX_SERVER_MESSAGE_BYTES = 32 * 1024 * 1024
 
 
 class TransportClosed(Exception):
@@ -48,10 +49,6 @@ class TransportClosed(Exception):
         self.reason = reason
 
 
-#: The WebSocket close code for a message over the receiver's limit (RFC 6455 7.4.1).
-CLOSE_MESSAGE_TOO_BIG = 1009
-
-
 class NoDebugLogger(logging.LoggerAdapter[logging.Logger]):
     """A logger for a WebSocket library that never passes DEBUG records on: ``websockets``
     logs every handshake header at DEBUG, ``Authorization`` included, and a token must never
@@ -59,16 +56,6 @@ class NoDebugLogger(logging.LoggerAdapter[logging.Logger]):
 
     def isEnabledFor(self, level: int) -> bool:
         return level > logging.DEBUG and self.logger.isEnabledFor(level)
-
-
-def message_too_big(limit: int) -> str:
-    """The reason a transport gives when it closed the connection (1009) because a server
-    message exceeded ``limit`` bytes."""
-    size = f"{limit // (1024 * 1024)} MiB" if limit % (1024 * 1024) == 0 else f"{limit} bytes"
-    return (
-        f"a server message exceeded the {size} message limit: the connection was closed "
-        f"with {CLOSE_MESSAGE_TOO_BIG} (message too big)"
-    )
 
 
 class WebSocketTransport(Protocol):
@@ -141,34 +128,3 @@ class TransportOptions:
 #: Opens the upgrade described by the options; leaving the context aborts whatever is left.
 #: Raises (on entry) ``ExecError``: the seed's mapping of a refused upgrade, or ``EXEC_FAILED``.
 TransportOpener = Callable[[TransportOptions], AbstractAsyncContextManager[WebSocketTransport]]
-
-
-def describe_error(error: BaseException) -> str:
-    """``Type: message / cause's message … (InnermostType)`` for ``error`` and its causes.
-
-    Transport wrappers often carry an empty or generic message over the one that matters
-    (httpx's ``ConnectError`` over ``ssl.SSLCertVerificationError``; trio's "all attempts to
-    connect failed" group over ``ConnectionRefusedError``). Exception groups are searched too:
-    their single leaf, or the first one. None of these messages holds a credential: they come
-    from the socket and TLS layers, never from request headers.
-    """
-    chain: list[BaseException] = []
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen and len(chain) < 6:
-        seen.add(id(current))
-        chain.append(current)
-        if isinstance(current, BaseExceptionGroup) and current.exceptions:
-            current = current.exceptions[0]
-        else:
-            current = current.__cause__ or current.__context__
-    parts: list[str] = []
-    for link in chain:
-        text = _SUB_EXCEPTIONS.sub("", str(link)).strip()
-        if not text or any(text in part for part in parts):
-            continue
-        # A wrapper that repeats its cause's text and adds to it replaces the shorter one.
-        parts = [part for part in parts if part not in text] + [text]
-    outer, inner = type(chain[0]).__name__, type(chain[-1]).__name__
-    cause = f" ({inner})" if inner != outer else ""
-    return f"{outer}: {' / '.join(parts) or 'no details'}{cause}"

@@ -11,6 +11,7 @@ reference parser for valid streams.
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 from dataclasses import dataclass
 
@@ -25,20 +26,15 @@ from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
 
-from kuber_exec_anyio.transport import (
-    MAX_SERVER_MESSAGE_BYTES,
-    TransportClosed,
-    TransportOptions,
-    message_too_big,
-)
 from kuber_exec_core import ExecError, ExecErrorCode
 from kuber_exec_core.channels import Message
-from kuber_exec_websocket import ReceivedFrames, UpgradeAnswer, open_protocol
+from kuber_exec_core.transport import MAX_SERVER_MESSAGE_BYTES, message_too_big
+from kuber_exec_websocket import ConnectionEnded, ReceivedFrames, UpgradeAnswer, open_protocol
 
 V5 = "v5.channel.k8s.io"
-OPTIONS = TransportOptions(
-    url="ws://127.0.0.1:1/exec", subprotocols=(V5,), ssl_context=None, headers=(), connect_timeout=5
-)
+URL = "ws://127.0.0.1:1/exec"
+#: The subprotocols every upgrade here offers.
+OFFERED = (V5,)
 LIMIT = 4096
 BROKE = "the server broke the WebSocket protocol"
 INVALID_UTF8 = "the server sent invalid UTF-8"
@@ -62,7 +58,9 @@ class Flag:
 
 def handshake() -> tuple[ClientProtocol, ServerProtocol, Response]:
     """An ``open_protocol`` client whose request a ServerProtocol accepted (not yet sent)."""
-    client, _ = open_protocol(OPTIONS, "test")
+    client, _ = open_protocol(
+        URL, subprotocols=OFFERED, headers=(), logger=logging.getLogger("test")
+    )
     server = ServerProtocol(subprotocols=[Subprotocol(V5)])
     server.receive_data(b"".join(client.data_to_send()))
     [request] = server.events_received()
@@ -102,7 +100,7 @@ class Peer:
 def connect(limit: int = MAX_SERVER_MESSAGE_BYTES) -> Peer:
     client, server, response = handshake()
     # The 101 came alone, so no frame is behind it.
-    assert UpgradeAnswer(client, OPTIONS).receive_data(response_bytes(server, response)) == b""
+    assert UpgradeAnswer(client, OFFERED).receive_data(response_bytes(server, response)) == b""
     assert client.state is State.OPEN
     return Peer(client, server, ReceivedFrames(client, limit))
 
@@ -145,7 +143,7 @@ def bytewise(data: bytes) -> list[bytes]:
     return [data[index : index + 1] for index in range(len(data))]
 
 
-def ended(peer: Peer) -> TransportClosed:
+def ended(peer: Peer) -> ConnectionEnded:
     """How the connection ended."""
     end = peer.received.end
     assert end is not None
@@ -232,7 +230,7 @@ def cut_points(draw: st.DrawFn, size: int, starts: list[int]) -> list[int]:
 
 def reference(stream: bytes) -> tuple[list[Message], list[Reply]]:
     """The messages and replies websockets' own ClientProtocol makes of stream."""
-    client = ClientProtocol(parse_uri(OPTIONS.url), state=State.OPEN, max_size=None)
+    client = ClientProtocol(parse_uri(URL), state=State.OPEN, max_size=None)
     client.receive_data(stream)
     messages: list[Message] = []
     parts: list[bytes] = []
@@ -348,7 +346,7 @@ def assert_failed(peer: Peer, code: int, reason: str) -> None:
     assert reason in end.reason
     assert peer.replies() == [(Opcode.CLOSE, code)]
     peer.received.receive_eof()
-    peer.received.ended(TransportClosed(clean=True))
+    peer.received.ended(ConnectionEnded(clean=True))
     assert peer.received.end is end  # the first reason stays
     assert not peer.received.closing_handshake_done
 
@@ -538,7 +536,7 @@ def test_eof_after_the_close_stays_clean() -> None:
     peer.server.send_close(1000)
     peer.received.receive_data(peer.written())
     peer.received.receive_eof()
-    peer.received.ended(TransportClosed(clean=False, reason="dropped"))
+    peer.received.ended(ConnectionEnded(clean=False, reason="dropped"))
     end = ended(peer)
     assert (end.clean, end.reason) == (True, None)
 
@@ -586,7 +584,7 @@ def test_end_wakes_waiting_pings_and_they_report_no_pong() -> None:
     peer.server.send_pong(first)
     peer.received.receive_data(peer.written())
     assert (answered.times, waiting.times) == (1, 0)
-    peer.received.ended(TransportClosed(clean=False, reason="aborted"))
+    peer.received.ended(ConnectionEnded(clean=False, reason="aborted"))
     assert waiting.times >= 1
     assert peer.received.pong_arrived(first)
     assert not peer.received.pong_arrived(second)
@@ -621,7 +619,7 @@ def test_101_read_byte_by_byte_hands_back_the_frames_behind_it() -> None:
     server.send_binary(b"first")
     server.send_text(b"second")
     frames = b"".join(server.data_to_send())
-    answer = UpgradeAnswer(client, OPTIONS)
+    answer = UpgradeAnswer(client, OFFERED)
     for read in bytewise(head[:-1]):
         assert answer.receive_data(read) is None
     assert answer.receive_data(head[-1:] + frames) == frames
@@ -653,7 +651,7 @@ def test_refusal_with_a_length_raises_once_its_body_is_read(
     """A refusal with Content-Length is the seed's error (with the HTTP status and the
     Status's reason) as soon as its body is whole."""
     client, _, _ = handshake()
-    answer = UpgradeAnswer(client, OPTIONS)
+    answer = UpgradeAnswer(client, OFFERED)
     data = refusal(status, body, length=True)
     head = data.index(b"\r\n\r\n") + 4
     pieces = {
@@ -673,7 +671,7 @@ def test_refusal_with_a_length_raises_once_its_body_is_read(
 def test_refusal_without_a_length_raises_at_the_end_of_the_stream() -> None:
     """Without Content-Length the body runs to the end of the stream: only then the error."""
     client, _, _ = handshake()
-    answer = UpgradeAnswer(client, OPTIONS)
+    answer = UpgradeAnswer(client, OFFERED)
     data = refusal(403, STATUS_403, length=False)
     assert answer.receive_data(data[:40]) is None
     assert answer.receive_data(data[40:]) is None
@@ -687,7 +685,7 @@ def test_refusal_without_a_length_raises_at_the_end_of_the_stream() -> None:
 def test_eof_before_an_answer_fails(before: bytes) -> None:
     """The server closed before a whole answer: ``EXEC_FAILED``, no HTTP status."""
     client, _, _ = handshake()
-    answer = UpgradeAnswer(client, OPTIONS)
+    answer = UpgradeAnswer(client, OFFERED)
     if before:
         assert answer.receive_data(before) is None
     with pytest.raises(ExecError) as raised:
@@ -698,7 +696,7 @@ def test_eof_before_an_answer_fails(before: bytes) -> None:
 def test_head_over_64_kib_fails() -> None:
     """A head that runs past 64 KiB without its blank line is no API server's answer."""
     client, _, _ = handshake()
-    answer = UpgradeAnswer(client, OPTIONS)
+    answer = UpgradeAnswer(client, OFFERED)
     assert answer.receive_data(b"HTTP/1.1 101 Switching Protocols\r\n") is None
     line = b"X-Padding: " + b"a" * 1000 + b"\r\n"
     for _ in range(64):  # 64 such lines and the status line: just under 64 KiB
@@ -715,6 +713,6 @@ def test_101_with_a_wrong_accept_key_fails() -> None:
     del response.headers["Sec-WebSocket-Accept"]
     response.headers["Sec-WebSocket-Accept"] = "AAAAAAAAAAAAAAAAAAAAAAAAAAA="
     with pytest.raises(ExecError) as raised:
-        UpgradeAnswer(client, OPTIONS).receive_data(response_bytes(server, response))
+        UpgradeAnswer(client, OFFERED).receive_data(response_bytes(server, response))
     assert (raised.value.code, raised.value.http_status) == (ExecErrorCode.FAILED, None)
     assert "Sec-WebSocket-Accept" in raised.value.message
