@@ -12,6 +12,7 @@ import ast
 import importlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -352,3 +353,130 @@ def test_docstrings_cite_no_numbered_protocol_sections() -> None:
         if "protocol.md §" in path.read_text(encoding="utf-8")
     ]
     assert cited == []
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements that run when the module is imported: its top level, and the branches of
+    its top-level ``if`` and ``try`` blocks, but not ``if TYPE_CHECKING:`` (never run)."""
+    for node in body:
+        if isinstance(node, ast.If):
+            if not _is_type_checking(node.test):
+                yield from _module_level(node.body)
+            yield from _module_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            for part in (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody):
+                yield from _module_level(part)
+        else:
+            yield node
+
+
+def import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """Which modules each module imports as it is imported, among ``sources`` (a module's name:
+    its source and whether it is a package's ``__init__``). ``from pkg import sub`` is an
+    import of ``pkg.sub`` when that is a module, of ``pkg`` otherwise; the parent packages an
+    import initialises first are not counted (Python finishes them before the child)."""
+    graph: dict[str, set[str]] = {}
+    for name, (source, is_package) in sources.items():
+        package = name if is_package else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in _module_level(ast.parse(source).body):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                origin = node.module or ""
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    origin = ".".join([*base, *([node.module] if node.module else [])])
+                targets = [
+                    f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in sources else origin
+                    for alias in node.names
+                ]
+            else:
+                continue
+            edges.update(target for target in targets if target in sources and target != name)
+        graph[name] = edges
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The modules that import each other, directly or around a circle: each strongly
+    connected component of more than one module (Tarjan's algorithm, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_no_import_circles_in_src() -> None:
+    # A circle makes the modules' import order matter and hides which one owns a rule
+    # (issue 33: _request ⇄ _rules, _limits ⇄ _session).
+    sources = {
+        _module_name(path): (path.read_text(encoding="utf-8"), path.name == "__init__.py")
+        for path in sorted(SRC.rglob("*.py"))
+    }
+    assert import_circles(import_graph(sources)) == []
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    sources = {
+        "pkg": ("", True),
+        "pkg._a": ("from ._b import x\n", False),
+        "pkg._b": ("from . import _c\n", False),
+        "pkg._c": ("import pkg._a\n", False),
+        "pkg._d": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._a import y\n",
+            False,
+        ),
+    }
+    graph = import_graph(sources)
+    assert graph["pkg._d"] == set()  # an annotation-only import runs never
+    assert import_circles(graph) == [["pkg._a", "pkg._b", "pkg._c"]]
+    sources["pkg._c"] = ("import os\n", False)
+    assert import_circles(import_graph(sources)) == []
