@@ -28,6 +28,7 @@ from kuber_exec_core import Workspace as Workspace
 from ._audit import AuditEvent as AuditEvent
 from ._audit_log import JsonLinesAuditLog as JsonLinesAuditLog
 from ._backend import Backend as Backend
+from ._backend import BackendHooks as BackendHooks
 from ._backend import ExecConnection as ExecConnection
 from ._config import ClusterConfig as ClusterConfig
 from ._copy import DEFAULT_COPY_RETRIES as DEFAULT_COPY_RETRIES
@@ -95,4 +96,4 @@ BINDING_NAMES: tuple[str, ...] = (
     "Workspace",
 )
 
-__all__ = ["BINDING_NAMES", "KubernetesBackend", *BINDING_NAMES]
+__all__ = ["BINDING_NAMES", "BackendHooks", "KubernetesBackend", *BINDING_NAMES]

@@ -31,6 +31,7 @@ from kuber_exec_core import (
 )
 from kuber_exec_core.kube import exec_path
 
+from ._backend import BackendHooks
 from ._cache import (
     DEFAULT_BACKOFF_CAP,
     DEFAULT_BACKOFF_INITIAL,
@@ -59,7 +60,7 @@ from ._transport import TransportOpener
 __all__ = ["KubernetesBackend"]
 
 
-class KubernetesBackend:
+class KubernetesBackend(BackendHooks):
     """A :class:`~kuber_exec_anyio.Backend` for a real API server.
 
     Use it as an async context manager (it owns a pooled HTTP client)::

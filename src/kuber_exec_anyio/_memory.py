@@ -38,6 +38,8 @@ from kuber_exec_core.kube import (
     exec_upgrade_error,
 )
 
+from ._backend import BackendHooks
+
 __all__ = ["ExecCall", "MemoryBackend", "MemoryExecConnection"]
 
 
@@ -105,7 +107,7 @@ class MemoryExecConnection:
 Script = Sequence[Message] | Callable[[ExecCall], Sequence[Message]]
 
 
-class MemoryBackend:
+class MemoryBackend(BackendHooks):
     """A :class:`~kuber_exec_anyio.Backend` with no I/O.
 
     Args:
@@ -119,8 +121,8 @@ class MemoryBackend:
     execs it sends here (:attr:`runs_commands`; docs/cleanup.md): a script sees the user's argv.
     """
 
-    #: Read by ``ExecService``: no shell runs behind this backend, so no supervised start and no
-    #: cleanup exec.
+    #: No shell runs behind this backend, so no supervised start and no cleanup exec
+    #: (:attr:`BackendHooks.runs_commands`).
     runs_commands = False
 
     def __init__(
