@@ -48,8 +48,8 @@ from collections.abc import Callable
 
 import attrs
 
-from ._errors import ExecError, ExecErrorCode
-from ._tar import TarError, TarKind, TarLimits, TarMember
+from .._errors import ExecError, ExecErrorCode
+from ._format import TarError, TarKind, TarLimits, TarMember
 
 __all__ = ["Extraction", "ExtractionPolicy", "Skipped", "SymlinkRule"]
 

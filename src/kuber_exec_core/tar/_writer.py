@@ -1,7 +1,10 @@
 """The streaming tar writer: an archive's bytes, member by member, for ``tar x`` in a pod.
 
 Each method returns the bytes to send next; file data passes through unchanged (the writer
-only counts it), so an upload streams a file of any size in pieces of the caller's choosing::
+only counts it), so an upload streams a file of any size in pieces of the caller's choosing.
+:meth:`TarWriter.add` takes a :class:`~kuber_exec_core.tar.TarMember`, the reader's header
+event, so what the reader yields the writer writes back (``add_file`` and its siblings spell
+the same call with keywords)::
 
     writer = TarWriter()
     out(writer.add_file("dir/name", size, mode=0o644, mtime=mtime))
@@ -26,8 +29,8 @@ from __future__ import annotations
 import enum
 import struct
 
-from ._errors import ExecError, ExecErrorCode
-from ._tar import BLOCK, ZERO_BLOCK, encode_name
+from .._errors import ExecError, ExecErrorCode
+from ._format import BLOCK, ZERO_BLOCK, TarKind, TarMember, encode_name
 
 __all__ = ["TarWriter"]
 
@@ -95,6 +98,41 @@ class TarWriter:
         """Bytes of the archive produced so far (headers, data, padding)."""
         return self._bytes_written
 
+    def add(self, member: TarMember) -> bytes:
+        """The header(s) of ``member``: a file (its ``size`` bytes of data must follow, as
+        after :meth:`add_file`), a directory, a symbolic link or a hard link to its
+        ``linkname``.
+
+        Written: ``name``, ``kind``, ``size``, ``mode``, ``mtime``, ``uid``, ``gid``,
+        ``uname``, ``gname`` and ``linkname``; the rest of a member the reader produced
+        (``typeflag``, ``pax_headers``, ``index``, ``offset``) is the reader's account of
+        another archive and is not copied.
+
+        Raises:
+            ExecError: ``EXEC_INVALID`` for another kind, a bad field or a call out of order.
+        """
+        if not isinstance(member, TarMember):
+            raise _invalid(f"add() takes a TarMember, not {type(member).__name__}")
+        kind = member.kind
+        if kind is TarKind.FILE:
+            size = _checked_int(member.size, "size")
+            header = self._header_of(member, b"0", size, "")
+            self._phase = _Phase.DATA
+            self._remaining = self._size = size
+            self._name = member.name
+            return header
+        if kind is TarKind.DIRECTORY:
+            return self._header_of(member, b"5", 0, "")
+        target = member.linkname
+        if kind is TarKind.SYMLINK:
+            if not isinstance(target, str) or not target or "\0" in target:
+                raise _invalid("a symlink's target must be non-empty text without NUL")
+            return self._header_of(member, b"2", 0, target)
+        if kind is TarKind.HARDLINK:
+            self._check_name(target, "a hard link's target")
+            return self._header_of(member, b"1", 0, target)
+        raise _invalid(f"the writer writes files, directories and links, not a {kind.value}")
+
     def add_file(
         self,
         name: str,
@@ -112,12 +150,10 @@ class TarWriter:
         Pass the data to :meth:`write_data` (exactly ``size`` bytes, in any pieces), then call
         :meth:`end_file`, even for an empty file.
         """
-        size = _checked_int(size, "size")
-        header = self._member(name, b"0", size, mode, mtime, uid, gid, uname, gname, "")
-        self._phase = _Phase.DATA
-        self._remaining = self._size = size
-        self._name = name
-        return header
+        return self.add(
+            TarMember(name=name, kind=TarKind.FILE, typeflag="0", size=size, mode=mode,
+                      mtime=mtime, uid=uid, gid=gid, uname=uname, gname=gname)
+        )  # fmt: skip
 
     def write_data(self, data: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
         """Count a piece of the open file's data and return it unchanged (send it as it is)."""
@@ -182,7 +218,10 @@ class TarWriter:
         gname: str = "",
     ) -> bytes:
         """The header of a directory (its contents are separate members)."""
-        return self._member(name, b"5", 0, mode, mtime, uid, gid, uname, gname, "")
+        return self.add(
+            TarMember(name=name, kind=TarKind.DIRECTORY, typeflag="5", size=0, mode=mode,
+                      mtime=mtime, uid=uid, gid=gid, uname=uname, gname=gname)
+        )  # fmt: skip
 
     def add_symlink(
         self,
@@ -197,9 +236,11 @@ class TarWriter:
         gname: str = "",
     ) -> bytes:
         """The header of a symbolic link to ``target`` (any non-empty text without NUL)."""
-        if not isinstance(target, str) or not target or "\0" in target:
-            raise _invalid("a symlink's target must be non-empty text without NUL")
-        return self._member(name, b"2", 0, mode, mtime, uid, gid, uname, gname, target)
+        return self.add(
+            TarMember(name=name, kind=TarKind.SYMLINK, typeflag="2", size=0, mode=mode,
+                      mtime=mtime, linkname=target, uid=uid, gid=gid, uname=uname,
+                      gname=gname)
+        )  # fmt: skip
 
     def add_hardlink(
         self,
@@ -214,8 +255,11 @@ class TarWriter:
         gname: str = "",
     ) -> bytes:
         """The header of a hard link to ``target``, an earlier member's name."""
-        self._check_name(target, "a hard link's target")
-        return self._member(name, b"1", 0, mode, mtime, uid, gid, uname, gname, target)
+        return self.add(
+            TarMember(name=name, kind=TarKind.HARDLINK, typeflag="1", size=0, mode=mode,
+                      mtime=mtime, linkname=target, uid=uid, gid=gid, uname=uname,
+                      gname=gname)
+        )  # fmt: skip
 
     def finish(self) -> bytes:
         """The end-of-archive blocks (two zero blocks); nothing may be added afterwards."""
@@ -231,6 +275,12 @@ class TarWriter:
             raise _invalid(f"{what} while the file {self._name!r} is open (call end_file())")
         if self._phase is _Phase.FINISHED:
             raise _invalid(f"{what} after finish()")
+
+    def _header_of(self, member: TarMember, typeflag: bytes, size: int, linkname: str) -> bytes:
+        return self._member(
+            member.name, typeflag, size, member.mode, member.mtime, member.uid, member.gid,
+            member.uname, member.gname, linkname,
+        )  # fmt: skip
 
     @staticmethod
     def _check_name(name: object, what: str) -> str:

@@ -13,8 +13,8 @@ ustar header, and ``tar c`` in a pod emits all of them:
   records overriding the next member's fields (``path``, ``linkpath``, ``size``, ``mtime``,
   ``uid`` …), and ``g`` records applying to every later member.
 
-This module holds what the reader (``_tar_reader``), the writer (``_tar_writer``) and the
-extraction policy (``_tar_policy``) share. None of it does I/O.
+This module holds what the reader (``_reader``), the writer (``_writer``) and the
+extraction policy (``_policy``) share. None of it does I/O.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from ._errors import ExecError, ExecErrorCode
-from ._limits import positive_int
+from .._errors import ExecError, ExecErrorCode
+from .._limits import positive_int
 
 __all__ = [
     "BLOCK",

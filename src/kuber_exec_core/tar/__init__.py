@@ -31,26 +31,26 @@ Reading an archive from a pod into a local directory, the I/O left out::
             break
 """
 
-from ._tar import DEFAULT_MAX_COMPONENT_BYTES as DEFAULT_MAX_COMPONENT_BYTES
-from ._tar import DEFAULT_MAX_MEMBERS as DEFAULT_MAX_MEMBERS
-from ._tar import DEFAULT_MAX_METADATA_BYTES as DEFAULT_MAX_METADATA_BYTES
-from ._tar import DEFAULT_MAX_PATH_BYTES as DEFAULT_MAX_PATH_BYTES
-from ._tar import DEFAULT_MAX_TOTAL_BYTES as DEFAULT_MAX_TOTAL_BYTES
-from ._tar import TarError as TarError
-from ._tar import TarKind as TarKind
-from ._tar import TarLimits as TarLimits
-from ._tar import TarMember as TarMember
-from ._tar_policy import Extraction as Extraction
-from ._tar_policy import ExtractionPolicy as ExtractionPolicy
-from ._tar_policy import Skipped as Skipped
-from ._tar_policy import SymlinkRule as SymlinkRule
-from ._tar_reader import MAX_DATA_EVENT_BYTES as MAX_DATA_EVENT_BYTES
-from ._tar_reader import ArchiveEnd as ArchiveEnd
-from ._tar_reader import MemberData as MemberData
-from ._tar_reader import MemberEnd as MemberEnd
-from ._tar_reader import TarEvent as TarEvent
-from ._tar_reader import TarReader as TarReader
-from ._tar_writer import TarWriter as TarWriter
+from ._format import DEFAULT_MAX_COMPONENT_BYTES as DEFAULT_MAX_COMPONENT_BYTES
+from ._format import DEFAULT_MAX_MEMBERS as DEFAULT_MAX_MEMBERS
+from ._format import DEFAULT_MAX_METADATA_BYTES as DEFAULT_MAX_METADATA_BYTES
+from ._format import DEFAULT_MAX_PATH_BYTES as DEFAULT_MAX_PATH_BYTES
+from ._format import DEFAULT_MAX_TOTAL_BYTES as DEFAULT_MAX_TOTAL_BYTES
+from ._format import TarError as TarError
+from ._format import TarKind as TarKind
+from ._format import TarLimits as TarLimits
+from ._format import TarMember as TarMember
+from ._policy import Extraction as Extraction
+from ._policy import ExtractionPolicy as ExtractionPolicy
+from ._policy import Skipped as Skipped
+from ._policy import SymlinkRule as SymlinkRule
+from ._reader import MAX_DATA_EVENT_BYTES as MAX_DATA_EVENT_BYTES
+from ._reader import ArchiveEnd as ArchiveEnd
+from ._reader import MemberData as MemberData
+from ._reader import MemberEnd as MemberEnd
+from ._reader import TarEvent as TarEvent
+from ._reader import TarReader as TarReader
+from ._writer import TarWriter as TarWriter
 
 __all__ = [
     # Reading

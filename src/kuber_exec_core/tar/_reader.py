@@ -33,9 +33,9 @@ from typing import Literal
 
 import attrs
 
-from ._errors import ExecError, ExecErrorCode
-from ._session import NEED_DATA, SessionSignal
-from ._tar import (
+from .._errors import ExecError, ExecErrorCode
+from .._session import NEED_DATA, SessionSignal
+from ._format import (
     BLOCK,
     ZERO_BLOCK,
     TarError,
