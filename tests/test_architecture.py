@@ -336,6 +336,7 @@ def test_the_bindings_share_one_implementation() -> None:
                "kuber_exec_core.server", "kuber_exec_core.limits", "kuber_exec_core.watch",
                "kuber_exec_core.validation", "kuber_exec_core.supervision",
                "kuber_exec_core.asciicast", "kuber_exec_core.transport",
+               "kuber_exec_core.copy", "kuber_exec_core.tar",
                "kuber_exec_anyio.transport",
                "kuber_exec_anyio.testing"],
 )  # fmt: skip

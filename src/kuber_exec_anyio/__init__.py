@@ -24,6 +24,8 @@ from kuber_exec_core import Stderr as Stderr
 from kuber_exec_core import Stdin as Stdin
 from kuber_exec_core import Stdout as Stdout
 from kuber_exec_core import Workspace as Workspace
+from kuber_exec_core.copy import CopyError as CopyError
+from kuber_exec_core.copy import CopyProblem as CopyProblem
 
 from ._audit import AuditEvent as AuditEvent
 from ._audit_log import JsonLinesAuditLog as JsonLinesAuditLog
@@ -39,8 +41,6 @@ from ._copy import copy_from_pod as copy_from_pod
 from ._copy import copy_to_pod as copy_to_pod
 from ._copy import download_stream as download_stream
 from ._copy import upload_stream as upload_stream
-from ._copy_errors import CopyError as CopyError
-from ._copy_errors import CopyProblem as CopyProblem
 from ._kubernetes import KubernetesBackend as KubernetesBackend
 from ._lease_slots import ClusterSlots as ClusterSlots
 from ._limits import SessionLimits as SessionLimits

@@ -40,6 +40,26 @@ from kuber_exec_core import (
     Impersonation,
     Workspace,
 )
+from kuber_exec_core.copy import (
+    CopyError,
+    CopyProblem,
+    Probe,
+    Summary,
+    check_readable,
+    check_remote_path,
+    check_retries,
+    check_summary,
+    download_file_command,
+    download_tree_command,
+    first_line,
+    parse_probe,
+    parse_summary,
+    probe_command,
+    problem_of,
+    upload_destination,
+    upload_file_command,
+    upload_tree_command,
+)
 from kuber_exec_core.tar import (
     ArchiveEnd,
     ExtractionPolicy,
@@ -53,7 +73,6 @@ from kuber_exec_core.tar import (
 )
 
 from ._copy_audit import CopyAudit
-from ._copy_errors import CopyError, CopyProblem
 from ._copy_local import (
     EXCLUSIVE_WRITE,
     PIECE,
@@ -61,19 +80,6 @@ from ._copy_local import (
     archive_pieces,
     archive_size,
     list_tree,
-)
-from ._copy_remote import (
-    Probe,
-    Summary,
-    download_file_command,
-    download_tree_command,
-    first_line,
-    parse_probe,
-    parse_summary,
-    probe_command,
-    problem_of,
-    upload_file_command,
-    upload_tree_command,
 )
 from ._copy_session import Transfer, run_transfer
 from ._service import ExecService
@@ -91,9 +97,6 @@ __all__ = [
 
 #: Reconnections a file download makes after lost connections before it gives up.
 DEFAULT_COPY_RETRIES = 3
-#: The longest remote path accepted (Linux's ``PATH_MAX``).
-_MAX_REMOTE_PATH = 4096
-
 #: Called as bytes move: ``(bytes so far, total)``; ``total`` is ``None`` when unknown (a
 #: directory download). Called on the event loop: it must not block.
 CopyProgress = Callable[[int, int | None], None]
@@ -149,22 +152,6 @@ class CopyResult:
     skipped: tuple[str, ...] = ()
 
 
-def _remote_path(path: object) -> str:
-    if not isinstance(path, str) or not path or "\0" in path or len(path) > _MAX_REMOTE_PATH:
-        raise ExecError(
-            ExecErrorCode.INVALID,
-            f"the remote path must be non-empty text without NUL, at most {_MAX_REMOTE_PATH} "
-            "characters",
-        )
-    return path
-
-
-def _retries(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
-        raise ExecError(ExecErrorCode.INVALID, "retries must be an integer from 0 to 100")
-    return value
-
-
 async def _probe(service: ExecService, target: CopyTarget, path: str, audit: CopyAudit) -> Probe:
     result = await service.execute(
         target.request(probe_command(path)), stdout_cap=4096, stderr_cap=4096
@@ -176,38 +163,6 @@ async def _probe(service: ExecService, target: CopyTarget, path: str, audit: Cop
             f"could not inspect {path!r}: {first_line(result.stderr.decode('utf-8', 'replace'))}",
         )
     return parse_probe(result.stdout, path)
-
-
-def _join(directory: str, name: str) -> str:
-    return directory.rstrip("/") + "/" + name if directory.rstrip("/") else "/" + name
-
-
-def _check_summary(
-    summary: Summary, *, size: int, digest: str, sha256sum: bool, where: str
-) -> bool:
-    """Compare what the container reported with what moved; returns whether the sha256 was
-    compared."""
-    if summary.size is not None and summary.size != size:
-        raise CopyError(
-            CopyProblem.SIZE_MISMATCH,
-            f"{where}: {size} bytes were sent, the container has {summary.size}",
-        )
-    if sha256sum:
-        if summary.checksum != digest:
-            raise CopyError(
-                CopyProblem.CHECKSUM_MISMATCH,
-                f"{where}: the container's sha256 {summary.checksum} is not {digest}",
-            )
-        return True
-    if summary.size is None:
-        # No sha256sum: the summer was ``wc -c``, whose count is the checksum field.
-        counted = summary.checksum
-        if counted is None or not counted.isdigit() or int(counted) != size:
-            raise CopyError(
-                CopyProblem.SIZE_MISMATCH,
-                f"{where}: {size} bytes moved, the container counted {counted}",
-            )
-    return False
 
 
 def _failure(transfer: Transfer, summary: Summary, where: str) -> CopyError:
@@ -246,7 +201,7 @@ async def copy_to_pod(
         ExecError: as ``ExecService.execute`` (targeting, ownership, limits).
     """
     local_path = os.fspath(local)
-    remote = _remote_path(remote)
+    remote = check_remote_path(remote)
     audit = CopyAudit(
         service.audit,
         direction="upload",
@@ -267,7 +222,7 @@ async def copy_to_pod(
             ) from None
         probe = await _probe(service, target, remote, audit)
         name = _local_name(local_path)
-        destination = _upload_destination(probe, remote, name, directory=stat.S_ISDIR(info.st_mode))
+        destination = upload_destination(probe, remote, name, directory=stat.S_ISDIR(info.st_mode))
         audit.remote_path = destination
         if stat.S_ISDIR(info.st_mode):
             if not probe.tar:
@@ -308,24 +263,6 @@ async def copy_to_pod(
     return result
 
 
-def _upload_destination(probe: Probe, remote: str, name: str, *, directory: bool) -> str:
-    if probe.kind == "dir":
-        return _join(remote, name)
-    if probe.kind == "missing":
-        if probe.parent == "missing":
-            raise CopyError(CopyProblem.NO_SUCH_PATH, f"the directory of {remote!r} does not exist")
-        if probe.parent != "dir":
-            raise CopyError(
-                CopyProblem.NOT_A_DIRECTORY, f"the parent of {remote!r} is not a directory"
-            )
-        return remote
-    if directory:
-        raise CopyError(CopyProblem.NOT_A_DIRECTORY, f"{remote!r} exists and is not a directory")
-    if probe.kind == "other":
-        raise CopyError(CopyProblem.UNSUPPORTED, f"{remote!r} is not a regular file")
-    return remote
-
-
 def _file_pieces(path: str, size: int) -> Iterator[bytes]:
     try:
         with open(path, "rb", buffering=0) as file:
@@ -363,7 +300,7 @@ async def upload_stream(
     """
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise ExecError(ExecErrorCode.INVALID, "size must be an integer >= 0")
-    remote = _remote_path(remote)
+    remote = check_remote_path(remote)
     audit = CopyAudit(
         service.audit,
         direction="upload",
@@ -377,7 +314,7 @@ async def upload_stream(
     state = _Moved()
     try:
         probe = await _probe(service, target, remote, audit)
-        destination = _upload_destination(probe, remote, "upload", directory=False)
+        destination = upload_destination(probe, remote, "upload", directory=False)
         audit.remote_path = destination
         result = await _upload(
             service,
@@ -463,7 +400,7 @@ async def _upload(
     where = f"upload to {destination!r}"
     if not transfer.exited_cleanly:
         raise _failure(transfer, summary, where)
-    verified = _check_summary(
+    verified = check_summary(
         summary, size=size, digest=digest.hexdigest(), sha256sum=probe.sha256sum, where=where
     )
     return CopyResult(
@@ -511,8 +448,8 @@ async def copy_from_pod(
         ExecError: as ``ExecService.execute``; ``EXEC_INVALID`` for a bad ``retries``.
     """
     local_path = os.fspath(local)
-    remote = _remote_path(remote)
-    retries = _retries(retries)
+    remote = check_remote_path(remote)
+    retries = check_retries(retries)
     audit = CopyAudit(
         service.audit,
         direction="download",
@@ -526,7 +463,7 @@ async def copy_from_pod(
     state = _Moved()
     try:
         probe = await _probe(service, target, remote, audit)
-        _check_readable(probe, remote)
+        check_readable(probe, remote)
         destination = _download_destination(probe, remote, local_path, overwrite)
         audit_local = destination
         if probe.kind == "dir":
@@ -578,15 +515,6 @@ def _local_name(local_path: str) -> str:
     return os.path.basename(os.path.normpath(local_path))
 
 
-def _check_readable(probe: Probe, remote: str) -> None:
-    if probe.kind == "missing":
-        raise CopyError(CopyProblem.NO_SUCH_PATH, f"{remote!r} does not exist in the container")
-    if probe.kind == "other":
-        raise CopyError(CopyProblem.UNSUPPORTED, f"{remote!r} is not a file or a directory")
-    if not probe.readable:
-        raise CopyError(CopyProblem.PERMISSION_DENIED, f"{remote!r} is not readable")
-
-
 async def _download_file(
     service: ExecService,
     target: CopyTarget,
@@ -612,15 +540,8 @@ async def _download_file(
                 while view:
                     view = view[os.write(fd, view) :]
 
-            result = await download_stream(
-                service,
-                target,
-                remote,
-                write,
-                retries=retries,
-                progress=progress,
-                _probe_result=probe,
-                _state=state,
+            result = await _stream_file(
+                service, target, remote, probe, write, state, retries, progress
             )
             os.fchmod(fd, 0o644 & ~_umask())
         finally:
@@ -655,8 +576,6 @@ async def download_stream(
     *,
     retries: int = DEFAULT_COPY_RETRIES,
     progress: CopyProgress | None = None,
-    _probe_result: Probe | None = None,
-    _state: _Moved | None = None,
 ) -> CopyResult:
     """Hand the bytes of the remote file ``remote`` to ``sink``, in order, each exactly once
     (a resumed download continues where the last piece ended). ``sink`` may be a coroutine
@@ -666,11 +585,11 @@ async def download_stream(
         CopyError: ``IS_A_DIRECTORY`` for a directory; otherwise as :func:`copy_from_pod`.
         ExecError: as ``ExecService.execute``.
     """
-    remote = _remote_path(remote)
-    retries = _retries(retries)
-    state = _Moved() if _state is None else _state
+    remote = check_remote_path(remote)
+    retries = check_retries(retries)
+    state = _Moved()
     audit = CopyAudit(
-        None if _probe_result is not None else service.audit,
+        service.audit,
         direction="download",
         workspace=target.workspace,
         deployment=target.deployment,
@@ -680,56 +599,70 @@ async def download_stream(
         remote_path=remote,
     )
     try:
-        probe = (
-            await _probe(service, target, remote, audit) if _probe_result is None else _probe_result
-        )
-        _check_readable(probe, remote)
+        probe = await _probe(service, target, remote, audit)
+        check_readable(probe, remote)
         if probe.kind == "dir":
             raise CopyError(CopyProblem.IS_A_DIRECTORY, f"{remote!r} is a directory")
-        digest = hashlib.sha256()
-        total = probe.size
-
-        async def received(data: bytes) -> None:
-            if state.moved + len(data) > total:
-                raise CopyError(
-                    CopyProblem.SIZE_MISMATCH, f"{remote!r} grew past {total} bytes while copied"
-                )
-            digest.update(data)
-            pending = sink(data)
-            if pending is not None:
-                await pending
-            state.moved += len(data)
-            if progress is not None:
-                progress(state.moved, total)
-
-        attempt = 0
-        where = f"download of {remote!r}"
-        while True:
-            transfer = await run_transfer(
-                service,
-                target.request(download_file_command(remote, state.moved)),
-                on_stdout=received,
-            )
-            summary = parse_summary(bytes(transfer.stderr))
-            if transfer.exited_cleanly:
-                break
-            failure = _failure(transfer, summary, where)
-            if failure.problem is not CopyProblem.CONNECTION_LOST or attempt >= retries:
-                raise failure
-            attempt += 1
-        if state.moved != total:
-            raise CopyError(
-                CopyProblem.SIZE_MISMATCH,
-                f"{where}: {state.moved} bytes arrived, the file had {total}",
-            )
-        # The size was checked against the probe's; the sha256 needs sha256sum.
-        verified = probe.sha256sum and _check_summary(
-            summary, size=total, digest=digest.hexdigest(), sha256sum=True, where=where
-        )
+        result = await _stream_file(service, target, remote, probe, sink, state, retries, progress)
     except BaseException as error:
         audit.failed(error, size=state.moved)
         raise
-    result = CopyResult(
+    audit.succeeded(size=result.size, sha256=result.sha256, verified=result.sha256_verified)
+    return result
+
+
+async def _stream_file(
+    service: ExecService,
+    target: CopyTarget,
+    remote: str,
+    probe: Probe,
+    sink: Callable[[bytes], Awaitable[None] | None],
+    state: _Moved,
+    retries: int,
+    progress: CopyProgress | None,
+) -> CopyResult:
+    # The transfer of a readable file the probe found: the caller audits the copy.
+    digest = hashlib.sha256()
+    total = probe.size
+
+    async def received(data: bytes) -> None:
+        if state.moved + len(data) > total:
+            raise CopyError(
+                CopyProblem.SIZE_MISMATCH, f"{remote!r} grew past {total} bytes while copied"
+            )
+        digest.update(data)
+        pending = sink(data)
+        if pending is not None:
+            await pending
+        state.moved += len(data)
+        if progress is not None:
+            progress(state.moved, total)
+
+    attempt = 0
+    where = f"download of {remote!r}"
+    while True:
+        transfer = await run_transfer(
+            service,
+            target.request(download_file_command(remote, state.moved)),
+            on_stdout=received,
+        )
+        summary = parse_summary(bytes(transfer.stderr))
+        if transfer.exited_cleanly:
+            break
+        failure = _failure(transfer, summary, where)
+        if failure.problem is not CopyProblem.CONNECTION_LOST or attempt >= retries:
+            raise failure
+        attempt += 1
+    if state.moved != total:
+        raise CopyError(
+            CopyProblem.SIZE_MISMATCH,
+            f"{where}: {state.moved} bytes arrived, the file had {total}",
+        )
+    # The size was checked against the probe's; the sha256 needs sha256sum.
+    verified = probe.sha256sum and check_summary(
+        summary, size=total, digest=digest.hexdigest(), sha256sum=True, where=where
+    )
+    return CopyResult(
         direction="download",
         remote_path=remote,
         local_path=None,
@@ -739,8 +672,6 @@ async def download_stream(
         files=1,
         retries=attempt,
     )
-    audit.succeeded(size=result.size, sha256=result.sha256, verified=verified)
-    return result
 
 
 async def _download_tree(
@@ -800,7 +731,7 @@ async def _download_tree(
                 raise _failure(transfer, summary, where)
             reader.end_of_input()
             drain()
-            verified = _check_summary(
+            verified = check_summary(
                 summary,
                 size=state.moved,
                 digest=digest.hexdigest(),

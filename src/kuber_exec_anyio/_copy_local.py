@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 import attrs
 
+from kuber_exec_core.copy import CopyError, CopyProblem
 from kuber_exec_core.tar import (
     Extraction,
     ExtractionPolicy,
@@ -34,8 +35,6 @@ from kuber_exec_core.tar import (
     TarMember,
     TarWriter,
 )
-
-from ._copy_errors import CopyError, CopyProblem
 
 __all__ = [
     "PIECE",

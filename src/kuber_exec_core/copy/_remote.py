@@ -19,13 +19,14 @@ import re
 
 import attrs
 
-from ._copy_errors import CopyError, CopyProblem
+from ._problems import CopyError, CopyProblem
 
 __all__ = [
     "Probe",
     "Summary",
     "download_file_command",
     "download_tree_command",
+    "first_line",
     "parse_probe",
     "parse_summary",
     "probe_command",

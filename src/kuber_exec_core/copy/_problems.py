@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 
-from kuber_exec_core import ExecError, ExecErrorCode
+from .._errors import ExecError, ExecErrorCode
 
 __all__ = ["CopyError", "CopyProblem"]
 
