@@ -5,7 +5,8 @@ event loop's thread with one :class:`AuditEvent` when an exec or interactive ses
 target resolved) and once when it ends, however it ends. It must not block:
 :class:`~kuber_exec_anyio.JsonLinesAuditLog` (``_audit_log``) is such a hook, which hands events
 to a bounded queue drained by its own thread. An exception from a hook is logged (logger
-``kuber_exec``) and never reaches the exec. :class:`AuditRecord` builds one call's two events.
+``kuber_exec``) and never reaches the exec. :class:`AuditRecord` builds one call's two events:
+an exec's, an interactive session's, or a copy's (:meth:`AuditRecord.for_copy`).
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ from kuber_exec_core import (
 )
 from kuber_exec_core.supervision import CleanupOutcome
 
-__all__ = ["AuditEvent", "AuditHook", "AuditRecord"]
+__all__ = ["AuditEvent", "AuditHook", "AuditRecord", "CopyPaths"]
 
 logger = logging.getLogger("kuber_exec")
 
 AuditKind = Literal["execute", "interactive", "copy"]
 AuditPhase = Literal["started", "ended"]
 AuditOutcome = Literal["exit", "error", "closed"]
+Direction = Literal["upload", "download"]
 
 
 @attrs.frozen(kw_only=True)
@@ -161,6 +163,16 @@ class AuditEvent:
 AuditHook = Callable[[AuditEvent], None]
 
 
+@attrs.define(kw_only=True)
+class CopyPaths:
+    """What a copy's events say it moves: its direction and paths (``remote_path`` becomes the
+    final one once the destination is known)."""
+
+    direction: Direction
+    local_path: str | None
+    remote_path: str
+
+
 def _command(request: ExecRequest) -> tuple[str, ...]:
     command = request.command
     if isinstance(command, tuple | list):
@@ -183,6 +195,7 @@ class AuditRecord:
         *,
         tty: bool,
         recording: str | None = None,
+        copy: CopyPaths | None = None,
     ) -> None:
         self._hook = hook
         self._kind: AuditKind = kind
@@ -197,7 +210,19 @@ class AuditRecord:
         self._cleanup: CleanupOutcome | None = None
         self._recording = recording
         self._recording_error: str | None = None
+        #: A copy's direction and paths (``None`` for an exec or a session).
+        self.copy = copy
         self.ended = False
+
+    @classmethod
+    def for_copy(
+        cls, hook: AuditHook | None, request: ExecRequest, paths: CopyPaths
+    ) -> AuditRecord:
+        """The record of one copy (``kind="copy"``): ``request`` names its workspace,
+        Deployment, container and user, and its command, ``("copy", direction)``; the execs
+        the copy runs are audited by the service as usual. Without a hook it costs no id and
+        no clock read. Its ``ended`` event comes from :meth:`copied` or :meth:`interrupted`."""
+        return cls(hook, "copy", request, tty=False, copy=paths)
 
     def started(self, target: ResolvedTarget) -> None:
         """The target resolved: emit ``started``."""
@@ -237,16 +262,29 @@ class AuditRecord:
         """Emit ``ended`` with ``outcome="closed"`` (the client left first)."""
         self._end("closed", bytes_in=bytes_in, bytes_out=bytes_out)
 
-    def interrupted(self, error: BaseException) -> None:
-        """Emit ``ended`` for an exception, unless an ``ended`` event already went out."""
+    def copied(self, *, size: int, sha256: str, verified: bool) -> None:
+        """A copy moved ``size`` bytes whose sha256 is ``sha256`` (``verified``: the container
+        computed the same): emit ``ended`` with ``outcome="exit"`` and exit code 0."""
+        self._end("exit", exit_code=0, **self._moved(size), sha256=sha256, sha256_verified=verified)
+
+    def interrupted(self, error: BaseException, *, moved: int = 0) -> None:
+        """Emit ``ended`` for an exception, unless an ``ended`` event already went out;
+        ``moved``: the bytes a copy had moved by then."""
         if self.ended:
             return
         if isinstance(error, ExecError):
-            self.failed(error.code, error.message)
+            code, message = error.code, error.message
         elif isinstance(error, Exception):
-            self.failed(ExecErrorCode.FAILED, f"{type(error).__name__}: {error}")
+            code, message = ExecErrorCode.FAILED, f"{type(error).__name__}: {error}"
         else:  # Cancellation, KeyboardInterrupt, GeneratorExit.
-            self.failed(ExecErrorCode.ABORTED, "cancelled")
+            code, message = ExecErrorCode.ABORTED, "cancelled"
+        self.failed(code, message, **self._moved(moved))
+
+    def _moved(self, size: int) -> dict[str, int]:
+        # A copy's bytes: sent to the container (an upload) or received from it.
+        if self.copy is None or not size:
+            return {}
+        return {"bytes_in": size} if self.copy.direction == "upload" else {"bytes_out": size}
 
     def _end(self, outcome: AuditOutcome, **fields: object) -> None:
         if self.ended:
@@ -261,7 +299,8 @@ class AuditRecord:
             event = self._event(phase, fields)
             self._hook(event)
         except Exception:
-            logger.exception("the audit hook failed on a %s event (the exec goes on)", phase)
+            what = "exec" if self.copy is None else "copy"
+            logger.exception("the audit hook failed on a %s event (the %s goes on)", phase, what)
 
     def _event(self, phase: AuditPhase, fields: Mapping[str, object]) -> AuditEvent:
         request = self._request
@@ -269,6 +308,14 @@ class AuditRecord:
         duration = time.monotonic() - self._started_monotonic if phase == "ended" else None
         identity = getattr(request, "on_behalf_of", None)
         acting = identity if isinstance(identity, Impersonation) else None
+        copy = self.copy
+        if copy is not None:
+            fields = {
+                "direction": copy.direction,
+                "local_path": copy.local_path,
+                "remote_path": copy.remote_path,
+                **fields,
+            }
         return AuditEvent(
             kind=self._kind,
             phase=phase,

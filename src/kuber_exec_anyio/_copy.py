@@ -72,7 +72,7 @@ from kuber_exec_core.tar import (
     TarReader,
 )
 
-from ._copy_audit import CopyAudit
+from ._audit import AuditRecord, CopyPaths
 from ._copy_local import (
     EXCLUSIVE_WRITE,
     PIECE,
@@ -152,7 +152,12 @@ class CopyResult:
     skipped: tuple[str, ...] = ()
 
 
-async def _probe(service: ExecService, target: CopyTarget, path: str, audit: CopyAudit) -> Probe:
+def _audit(service: ExecService, target: CopyTarget, paths: CopyPaths) -> AuditRecord:
+    # The copy's own pair of events (kind "copy"), besides those of the execs it runs.
+    return AuditRecord.for_copy(service.audit, target.request(("copy", paths.direction)), paths)
+
+
+async def _probe(service: ExecService, target: CopyTarget, path: str, audit: AuditRecord) -> Probe:
     result = await service.execute(
         target.request(probe_command(path)), stdout_cap=4096, stderr_cap=4096
     )
@@ -202,16 +207,8 @@ async def copy_to_pod(
     """
     local_path = os.fspath(local)
     remote = check_remote_path(remote)
-    audit = CopyAudit(
-        service.audit,
-        direction="upload",
-        workspace=target.workspace,
-        deployment=target.deployment,
-        container=target.container,
-        on_behalf_of=target.on_behalf_of,
-        local_path=local_path,
-        remote_path=remote,
-    )
+    paths = CopyPaths(direction="upload", local_path=local_path, remote_path=remote)
+    audit = _audit(service, target, paths)
     state = _Moved()
     try:
         try:
@@ -223,7 +220,7 @@ async def copy_to_pod(
         probe = await _probe(service, target, remote, audit)
         name = _local_name(local_path)
         destination = upload_destination(probe, remote, name, directory=stat.S_ISDIR(info.st_mode))
-        audit.remote_path = destination
+        paths.remote_path = destination
         if stat.S_ISDIR(info.st_mode):
             if not probe.tar:
                 raise CopyError(
@@ -257,9 +254,9 @@ async def copy_to_pod(
         )
         result = attrs.evolve(result, local_path=local_path, files=files, skipped=skipped_reasons)
     except BaseException as error:
-        audit.failed(error, size=state.moved)
+        audit.interrupted(error, moved=state.moved)
         raise
-    audit.succeeded(size=result.size, sha256=result.sha256, verified=result.sha256_verified)
+    audit.copied(size=result.size, sha256=result.sha256, verified=result.sha256_verified)
     return result
 
 
@@ -301,21 +298,13 @@ async def upload_stream(
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise ExecError(ExecErrorCode.INVALID, "size must be an integer >= 0")
     remote = check_remote_path(remote)
-    audit = CopyAudit(
-        service.audit,
-        direction="upload",
-        workspace=target.workspace,
-        deployment=target.deployment,
-        container=target.container,
-        on_behalf_of=target.on_behalf_of,
-        local_path=None,
-        remote_path=remote,
-    )
+    paths = CopyPaths(direction="upload", local_path=None, remote_path=remote)
+    audit = _audit(service, target, paths)
     state = _Moved()
     try:
         probe = await _probe(service, target, remote, audit)
         destination = upload_destination(probe, remote, "upload", directory=False)
-        audit.remote_path = destination
+        paths.remote_path = destination
         result = await _upload(
             service,
             target,
@@ -328,9 +317,9 @@ async def upload_stream(
             progress=progress,
         )
     except BaseException as error:
-        audit.failed(error, size=state.moved)
+        audit.interrupted(error, moved=state.moved)
         raise
-    audit.succeeded(size=result.size, sha256=result.sha256, verified=result.sha256_verified)
+    audit.copied(size=result.size, sha256=result.sha256, verified=result.sha256_verified)
     return result
 
 
@@ -450,16 +439,8 @@ async def copy_from_pod(
     local_path = os.fspath(local)
     remote = check_remote_path(remote)
     retries = check_retries(retries)
-    audit = CopyAudit(
-        service.audit,
-        direction="download",
-        workspace=target.workspace,
-        deployment=target.deployment,
-        container=target.container,
-        on_behalf_of=target.on_behalf_of,
-        local_path=local_path,
-        remote_path=remote,
-    )
+    paths = CopyPaths(direction="download", local_path=local_path, remote_path=remote)
+    audit = _audit(service, target, paths)
     state = _Moved()
     try:
         probe = await _probe(service, target, remote, audit)
@@ -476,9 +457,9 @@ async def copy_from_pod(
             )
         result = attrs.evolve(result, local_path=audit_local)
     except BaseException as error:
-        audit.failed(error, size=state.moved)
+        audit.interrupted(error, moved=state.moved)
         raise
-    audit.succeeded(size=result.size, sha256=result.sha256, verified=result.sha256_verified)
+    audit.copied(size=result.size, sha256=result.sha256, verified=result.sha256_verified)
     return result
 
 
@@ -588,16 +569,8 @@ async def download_stream(
     remote = check_remote_path(remote)
     retries = check_retries(retries)
     state = _Moved()
-    audit = CopyAudit(
-        service.audit,
-        direction="download",
-        workspace=target.workspace,
-        deployment=target.deployment,
-        container=target.container,
-        on_behalf_of=target.on_behalf_of,
-        local_path=None,
-        remote_path=remote,
-    )
+    paths = CopyPaths(direction="download", local_path=None, remote_path=remote)
+    audit = _audit(service, target, paths)
     try:
         probe = await _probe(service, target, remote, audit)
         check_readable(probe, remote)
@@ -605,9 +578,9 @@ async def download_stream(
             raise CopyError(CopyProblem.IS_A_DIRECTORY, f"{remote!r} is a directory")
         result = await _stream_file(service, target, remote, probe, sink, state, retries, progress)
     except BaseException as error:
-        audit.failed(error, size=state.moved)
+        audit.interrupted(error, moved=state.moved)
         raise
-    audit.succeeded(size=result.size, sha256=result.sha256, verified=result.sha256_verified)
+    audit.copied(size=result.size, sha256=result.sha256, verified=result.sha256_verified)
     return result
 
 
