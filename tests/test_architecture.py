@@ -131,7 +131,8 @@ def _private_imports(path: Path, package: str) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             top, _, rest = node.module.partition(".")
-            if top != package and top.startswith("kuber_exec_") and rest.startswith("_"):
+            private = any(part.startswith("_") for part in rest.split("."))
+            if top != package and top.startswith("kuber_exec_") and private:
                 found.add(node.module)
     return found
 
@@ -211,6 +212,68 @@ def test_packages_use_each_other_only_through_public_modules(package: str) -> No
         if (found := _private_imports(path, package))
     }
     assert offending == {}
+
+
+#: The async layer's wings, each a private folder with one job, and what each may import besides
+#: the core: ``"hall"`` is the top level (the service, admission, sessions, drivers and the
+#: backend seam), which may import every wing (docs/architecture.md).
+WINGS: dict[str, set[str]] = {
+    "_connection": {"hall"},
+    "_kubernetes": {"hall", "_connection"},
+    "_audit": set(),
+    "_copy": {"hall", "_audit"},
+}
+ANYIO = SRC / "kuber_exec_anyio"
+
+
+def _wing_of(module: str) -> str | None:
+    """The wing of ``kuber_exec_anyio``'s ``module`` (``"hall"`` for its top level), or
+    ``None`` outside the async layer."""
+    top, _, rest = module.partition(".")
+    if top != "kuber_exec_anyio":
+        return None
+    first = rest.partition(".")[0]
+    return first if first in WINGS else "hall"
+
+
+def test_the_async_layer_is_a_hall_and_its_wings() -> None:
+    folders = {path.parent.name for path in ANYIO.glob("*/__init__.py")}
+    assert folders == set(WINGS)
+    for wing in WINGS:
+        assert (ANYIO / wing / "__init__.py").read_text(encoding="utf-8").startswith('"""')
+
+
+def test_each_wing_imports_only_what_its_rule_allows() -> None:
+    offending: dict[str, list[str]] = {}
+    for path in sorted(ANYIO.rglob("*.py")):
+        module = _module_name(path)
+        wing = _wing_of(module)
+        assert wing is not None
+        if wing == "hall":
+            continue
+        reached = {_wing_of(target) for target in _absolute_imports(path, module)}
+        bad = sorted(w for w in reached if w is not None and w != wing and w not in WINGS[wing])
+        if bad:
+            offending[str(path.relative_to(SRC))] = bad
+    assert offending == {}
+
+
+def _absolute_imports(path: Path, module: str) -> set[str]:
+    """The modules ``path`` (the module ``module``) imports, relative imports resolved."""
+    is_package = path.name == "__init__.py"
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            origin = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - node.level + 1]
+                origin = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(origin)
+    return found
 
 
 def _private_name(name: str) -> bool:

@@ -3,8 +3,8 @@
 :func:`admitted` wraps an ``execute`` call or an interactive session: its audit record (every
 refusal below gets the ``ended`` event), whom it acts as (:mod:`._identity`), and its workspace
 slot, in-process (:class:`~._limits.WorkspaceSlots`) or held as a Lease across replicas
-(:class:`~._lease_slots.LeaseWorkspaceSlots`). :func:`workspace_slots` picks the kind from the
-backend.
+(:class:`~kuber_exec_anyio._kubernetes._lease_slots.LeaseWorkspaceSlots`).
+:func:`workspace_slots` picks the kind from the backend.
 
 The block is one class rather than three nested generator context managers: it is entered on
 every exec, and each generator context manager costs about as much as the rest of admission
@@ -19,10 +19,10 @@ from types import TracebackType
 
 from kuber_exec_core import ExecRequest, Impersonation
 
-from ._audit import AuditRecord
+from ._audit._record import AuditRecord
 from ._backend import backend_hooks
 from ._identity import act_as, stop_acting
-from ._lease_slots import LeaseWorkspaceSlots
+from ._kubernetes._lease_slots import LeaseWorkspaceSlots
 from ._limits import WorkspaceSlots
 
 __all__ = ["admitted", "workspace_slots"]

@@ -29,8 +29,8 @@ from kuber_exec_core import (
 )
 from kuber_exec_core.channels import Message
 
-from ._lease_slots import ClusterSlots
-from ._rest import RestClient
+from ._kubernetes._lease_slots import ClusterSlots
+from ._kubernetes._rest import RestClient
 
 __all__ = ["Backend", "BackendHooks", "ConnectionEnd", "ExecConnection", "backend_hooks"]
 

@@ -28,7 +28,7 @@ from kuber_exec_core import (
 )
 
 from ._backend import Backend, ExecConnection, backend_hooks
-from ._delegating import DelegatingBlock
+from ._connection._delegating import DelegatingBlock
 
 __all__ = ["open_exec"]
 

@@ -42,11 +42,11 @@ from kuber_exec_core.validation import (
 )
 
 from ._admission import admitted, workspace_slots
-from ._audit import AuditHook, AuditRecord
+from ._audit._record import AuditHook, AuditRecord
+from ._audit._recording import Recording, prepare_recorder, recorded
 from ._backend import Backend, ExecConnection, backend_hooks
 from ._drivers import await_start, collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
-from ._recording import Recording, prepare_recorder, recorded
 from ._retarget import open_exec
 from ._session import InteractiveSession, run_session
 from ._supervise import (

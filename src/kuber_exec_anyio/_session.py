@@ -35,12 +35,12 @@ from kuber_exec_core import (
 from kuber_exec_core.limits import SessionDeadlines
 from kuber_exec_core.state import SessionState
 
+from ._audit._recording import SessionRecorder
 from ._backend import ExecConnection
 from ._drivers import pump_session
 from ._frame_queue import FrameQueue
 from ._groups import single_exception
 from ._limits import enforce_session_limits
-from ._recording import SessionRecorder
 
 __all__ = ["InteractiveSession", "run_session"]
 

@@ -83,7 +83,7 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
     def closing_handshake_done(self) -> bool:
         """Whether the server's Close frame arrived and ours went out: the reply is written as
         the Close is parsed, so nothing is left to wait for before the abort (read by the
-        shared close, ``kuber_exec_anyio._connection``)."""
+        shared close, ``kuber_exec_anyio._connection._connection``)."""
         return self._received.closing_handshake_done
 
     async def send(self, message: Message) -> None:

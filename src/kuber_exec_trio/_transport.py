@@ -77,7 +77,7 @@ class TrioWebSocketTransport:
     @property
     def closing_handshake_done(self) -> bool:
         """Whether the server's Close frame arrived and our reply has been written, so the
-        shared close has nothing left to wait for (``kuber_exec_anyio._connection``)."""
+        shared close has nothing left to wait for (``kuber_exec_anyio._connection._connection``)."""
         return (
             self._received.closing_handshake_done
             and not self._write_lock.locked()

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from kuber_exec_anyio._keepalive import SharedKeepalive
+from kuber_exec_anyio._connection._keepalive import SharedKeepalive
 from kuber_exec_core import Exit, Stdin, Stdout
 from kuber_exec_sandbox import Sandbox
 

@@ -341,7 +341,7 @@ class GatedSink:
 
 
 async def test_a_stuck_destination_holds_the_reader_back_with_bounded_memory() -> None:
-    from kuber_exec_anyio._recording import Recording, SessionRecorder
+    from kuber_exec_anyio._audit._recording import Recording, SessionRecorder
 
     sink = GatedSink()
     recorder = SessionRecorder(Recording(destination=sink), "yes", tty=True)

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from kuber_exec_anyio import AuditEvent
-from kuber_exec_anyio._audit import AuditRecord, CopyPaths
+from kuber_exec_anyio._audit._record import AuditRecord, CopyPaths
 from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, ResolvedTarget, Workspace
 
 WORKSPACE = Workspace(project="team-a", uid="u-1")

@@ -37,7 +37,7 @@ from kuber_exec_core import ExecError, ExecErrorCode, Workspace
 from kuber_exec_core.kube import ApiResponse
 from kuber_exec_core.limits import is_expired, lease_body, slot_names, transitions_of
 
-from ._groups import single_exception
+from .._groups import single_exception
 from ._rest import RestClient
 
 __all__ = ["DEFAULT_LEASE_DURATION", "ClusterSlots", "LeaseWorkspaceSlots"]

@@ -19,8 +19,8 @@ import anyio
 from kuber_exec_core import ExecError, ExecErrorCode, Subprotocol
 from kuber_exec_core.channels import Message, accept_subprotocol
 
-from ._backend import ConnectionEnd
-from ._groups import single_exception
+from .._backend import ConnectionEnd
+from .._groups import single_exception
 from ._keepalive import SharedKeepalive
 from ._transport import TransportClosed, TransportOpener, TransportOptions, WebSocketTransport
 

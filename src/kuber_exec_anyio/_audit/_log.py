@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kuber_exec_core import ExecError, ExecErrorCode
 
-from ._audit import AuditEvent
+from ._record import AuditEvent
 
 __all__ = ["JsonLinesAuditLog"]
 

@@ -2,9 +2,9 @@
 
 Each copy is ordinary execs through an :class:`ExecService` (so the same targeting, ownership
 checks, limits and audit apply as to any exec): a probe (what the remote path is, whether the
-image has ``tar`` and ``sha256sum``), then one transfer (``_copy_session``) whose stdin or
+image has ``tar`` and ``sha256sum``), then one transfer (``_transfer``) whose stdin or
 stdout carries the bytes, as ``head -c N`` into a file, ``tar x`` of a measured archive,
-``tail -c +N`` of a file or ``tar c`` of a directory (``_copy_remote`` has the scripts).
+``tail -c +N`` of a file or ``tar c`` of a directory (``kuber_exec_core.copy`` has the scripts).
 
 What every copy guarantees:
 
@@ -72,8 +72,9 @@ from kuber_exec_core.tar import (
     TarReader,
 )
 
-from ._audit import AuditRecord, CopyPaths
-from ._copy_local import (
+from .._audit._record import AuditRecord, CopyPaths
+from .._service import ExecService
+from ._local import (
     EXCLUSIVE_WRITE,
     PIECE,
     LocalExtractor,
@@ -81,8 +82,7 @@ from ._copy_local import (
     archive_size,
     list_tree,
 )
-from ._copy_session import Transfer, run_transfer
-from ._service import ExecService
+from ._transfer import Transfer, run_transfer
 
 __all__ = [
     "DEFAULT_COPY_RETRIES",

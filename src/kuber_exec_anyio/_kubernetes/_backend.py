@@ -31,7 +31,19 @@ from kuber_exec_core import (
 )
 from kuber_exec_core.kube import exec_path
 
-from ._backend import BackendHooks
+from .._backend import BackendHooks
+from .._connection._connection import (
+    DEFAULT_CLOSE_TIMEOUT,
+    DEFAULT_PING_INTERVAL,
+    DEFAULT_PONG_TIMEOUT,
+    WebSocketExecConnection,
+    open_exec_connection,
+)
+from .._connection._delegating import DelegatingBlock
+from .._connection._keepalive import SharedKeepalive
+from .._connection._transport import TransportOpener
+from .._drivers import resolve_target
+from .._identity import current_impersonation, impersonation_headers
 from ._cache import (
     DEFAULT_BACKOFF_CAP,
     DEFAULT_BACKOFF_INITIAL,
@@ -41,21 +53,9 @@ from ._cache import (
     run_target_cache,
 )
 from ._config import ClusterConfig
-from ._connection import (
-    DEFAULT_CLOSE_TIMEOUT,
-    DEFAULT_PING_INTERVAL,
-    DEFAULT_PONG_TIMEOUT,
-    WebSocketExecConnection,
-    open_exec_connection,
-)
-from ._delegating import DelegatingBlock
-from ._drivers import resolve_target
-from ._identity import current_impersonation, impersonation_headers
-from ._keepalive import SharedKeepalive
 from ._lease_slots import ClusterSlots
 from ._preflight import ExecPreflight
 from ._rest import MAX_CONCURRENT_REQUESTS, RestClient, open_http_client
-from ._transport import TransportOpener
 
 __all__ = ["KubernetesBackend"]
 

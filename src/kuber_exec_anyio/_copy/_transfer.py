@@ -27,8 +27,8 @@ from kuber_exec_core import (
     Subprotocol,
 )
 
-from ._groups import single_exception
-from ._service import ExecService
+from .._groups import single_exception
+from .._service import ExecService
 
 __all__ = ["STDERR_CAP", "Transfer", "run_transfer"]
 

@@ -36,8 +36,8 @@ from kuber_exec_core.kube import ApiGet, ApiResponse
 from kuber_exec_core.transport import describe_error
 from kuber_exec_core.watch import Reflector, WatchRequest, WatchStore
 
+from .._groups import single_exception
 from ._config import ClusterConfig
-from ._groups import single_exception
 from ._rest import RestClient, open_http_client
 
 __all__ = [

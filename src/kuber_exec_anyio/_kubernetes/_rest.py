@@ -2,7 +2,8 @@
 JSON writes of the platform features (access reviews, Leases).
 
 Every request carries fresh credentials and, inside an exec acting for a user, that user's
-impersonation headers (:mod:`._identity`; the Lease calls opt out: they are the service's own).
+impersonation headers (:mod:`kuber_exec_anyio._identity`; the Lease calls opt out: they are
+the service's own).
 A ``401`` answer means the credentials went stale before their expiry said so (a revoked or
 rotated token): they are reloaded once (:meth:`ClusterConfig.refresh_credentials`, shared by
 concurrent requests) and the request is sent once more; a second ``401`` is the answer.
@@ -20,8 +21,8 @@ from kuber_exec_core import Deployment, ExecError, ExecErrorCode, LabelSelector,
 from kuber_exec_core.kube import ApiGet, ApiPlan, ApiResponse, DeploymentLookup, PodListing
 from kuber_exec_core.transport import describe_error
 
+from .._identity import impersonation_headers
 from ._config import ClusterConfig
-from ._identity import impersonation_headers
 
 __all__ = ["MAX_CONCURRENT_REQUESTS", "RestClient", "open_http_client"]
 

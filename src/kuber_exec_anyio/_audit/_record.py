@@ -3,7 +3,7 @@
 ``ExecService(backend, audit=hook)``. The hook is a plain callable, called synchronously on the
 event loop's thread with one :class:`AuditEvent` when an exec or interactive session starts (its
 target resolved) and once when it ends, however it ends. It must not block:
-:class:`~kuber_exec_anyio.JsonLinesAuditLog` (``_audit_log``) is such a hook, which hands events
+:class:`~kuber_exec_anyio.JsonLinesAuditLog` (``audit._log``) is such a hook, which hands events
 to a bounded queue drained by its own thread. An exception from a hook is logged (logger
 ``kuber_exec``) and never reaches the exec. :class:`AuditRecord` builds one call's two events:
 an exec's, an interactive session's, or a copy's (:meth:`AuditRecord.for_copy`).
