@@ -8,7 +8,7 @@ slot, in-process (:class:`~._limits.WorkspaceSlots`) or held as a Lease across r
 
 The block is one class rather than three nested generator context managers: it is entered on
 every exec, and each generator context manager costs about as much as the rest of admission
-(issue 19: ~35 k instructions of a 1.6 M short exec on asyncio).
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -363,7 +363,7 @@ async def _run_execute(run: ExecuteRun, connection: ExecConnection) -> ExecResul
     messages = run.stdin_messages()
     if not messages:
         # Nothing to send: no sender task (its task group is a measurable share of a short
-        # command's cost; issue 19).
+        # command's cost).
         return await collect_execute(run, connection)
     with single_exception():
         async with anyio.create_task_group() as tasks:

@@ -8,9 +8,9 @@ shared with the trio binding (``kuber_exec_websocket``); only asyncio's I/O live
 
 The event loop's ``data_received`` feeds the parser and writes its replies (a pong, the Close
 echo) at once; the task that awaits :meth:`AsyncioWebSocketTransport.receive` takes whole
-messages. Until issue 19 this was ``websockets``' own asyncio client, whose message assembler
-(a queue of frames, a join per message, a future per wait) cost 52 k instructions per 32 KiB
-message over its sans-IO parser alone: more than all of kuber-exec's own work per message.
+messages, with no message assembler between them: ``websockets``' own asyncio client's (a queue
+of frames, a join per message, a future per wait) costs more per 32 KiB message than all of
+kuber-exec's own work (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -8,10 +8,9 @@ of the server's frames and the upgrade's answer are shared with the asyncio bind
 
 No task of its own: the task that awaits :meth:`TrioWebSocketTransport.receive` reads the socket
 and feeds the parser, so a message reaches the session's reader without a hand-over between
-tasks, and nothing reads the socket while nobody receives (that is the backpressure). The
-library (trio-websocket until issue 19) cost twice the instructions per 32 KiB message of this
-loop: a reader task and a channel per message, and a parser that copied each message several
-times (docs/benchmarks.md, "trio: where the time goes").
+tasks, and nothing reads the socket while nobody receives (that is the backpressure). A reader
+task and a channel per message, as a WebSocket library would have, cost twice the instructions
+per 32 KiB message of this loop (docs/benchmarks.md, "trio: where the time goes").
 """
 
 from __future__ import annotations

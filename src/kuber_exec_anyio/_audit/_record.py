@@ -201,8 +201,8 @@ class AuditRecord:
         self._kind: AuditKind = kind
         self._request = request
         self._tty = tty
-        # Only events need these (a uuid4 and a wall-clock read were a measurable share of a
-        # short exec's own work; issue 19): without a hook they are never read.
+        # Only events need these (a uuid4 and a wall-clock read are a measurable share of a
+        # short exec's own work): without a hook they are never read.
         self._session_id = "" if hook is None else uuid.uuid4().hex
         self._started_at = _NEVER if hook is None else datetime.datetime.now(datetime.UTC)
         self._started_monotonic = time.monotonic()

@@ -2,8 +2,8 @@
 
 Opening an exec passes through several layers (the retry on a stale cached target, the retry
 with fresh credentials, the connection, the transport), each a context manager entered for
-every exec. Written as ``@asynccontextmanager`` generators each layer cost ~12 k instructions
-per exec on asyncio (a generator frame, its wrapper and two extra coroutine steps; issue 19).
+every exec. As an ``@asynccontextmanager`` generator each layer would cost a generator frame,
+its wrapper and two extra coroutine steps per exec (docs/benchmarks.md).
 :class:`DelegatingBlock` is the same thing as a class: its ``enter`` function opens the inner
 block, perhaps after a refused try; leaving is the inner block's own exit. It also says plainly
 what the generators needed a flag for: only an error on entry is a refusal to retry, never the

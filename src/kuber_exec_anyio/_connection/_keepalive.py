@@ -1,8 +1,8 @@
 """``SharedKeepalive``: one task that pings every open exec connection of a backend.
 
-A keepalive task per connection cost each short exec a task group, a task start and a
-cancellation (a measurable share of ``execute("true")``; issue 19), and 10,000 idle sessions
-10,000 sleeping tasks. Here a connection is only an entry in an ordered table: every connection
+A keepalive task per connection would cost each short exec a task group, a task start and a
+cancellation (a measurable share of ``execute("true")``), and 10,000 idle sessions 10,000
+sleeping tasks. Here a connection is only an entry in an ordered table: every connection
 of one backend has the same interval, so the order they were added in is the order they fall
 due, and the one task sleeps until the first is due. Each ping then runs in a short task of its
 own (a pong may take up to ``pong_timeout``, and one slow peer must not delay the others' pings);
