@@ -544,3 +544,35 @@ def test_the_circle_check_finds_a_circle() -> None:
     assert import_circles(graph) == [["pkg._a", "pkg._b", "pkg._c"]]
     sources["pkg._c"] = ("import os\n", False)
     assert import_circles(import_graph(sources)) == []
+
+
+TESTS = SRC.parent / "tests"
+
+
+def _imports_of_test_modules(path: Path) -> list[str]:
+    """The test modules and conftests ``path`` imports (relative or by name)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] + [alias.name for alias in node.names if not node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            last = name.rpartition(".")[2]
+            if last == "conftest" or last.startswith("test_"):
+                found.append(name)
+    return found
+
+
+def test_tests_share_helpers_through_support_not_through_each_other() -> None:
+    # Shared helpers live in tests/support (or a folder's own *_support module); a test module
+    # or a conftest imported by another test drags its fixtures and tests along. The
+    # real-cluster tier is excluded: it is reorganised with its own work.
+    offending = {
+        str(path.relative_to(TESTS)): found
+        for path in sorted(TESTS.rglob("*.py"))
+        if "realcluster" not in path.parts and (found := _imports_of_test_modules(path))
+    }
+    assert offending == {}

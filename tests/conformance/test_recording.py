@@ -34,8 +34,7 @@ from kuber_exec_core import (
     Stdout,
     Workspace,
 )
-
-from .conftest import backend_for
+from support import backend_for
 
 pytestmark = pytest.mark.anyio
 
