@@ -181,12 +181,13 @@ class Supervision:
 
     @property
     def missing_message(self) -> str:
-        """The error for an ``ARGV[0]`` the prologue did not find: the runtime's own wording
-        (runc and containerd say it so), for a session that was handed over before the mark
-        arrived and so cannot be re-run unsupervised."""
+        """The error for an ``ARGV[0]`` the prologue did not find, for a session that was
+        handed over before the mark arrived and so cannot be re-run unsupervised to get the
+        runtime's own error. It says what kuber-exec's start check found, in kuber-exec's
+        words: no container runtime said it, so it does not borrow a runtime's wording."""
         return (
-            "error executing command in container: failed to exec in container: "
-            f'exec: "{self.executable}": executable file not found in $PATH'
+            f'the command did not start: kuber-exec\'s start check found no "{self.executable}" '
+            "on the container's $PATH (nothing ran)"
         )
 
     @property
