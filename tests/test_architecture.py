@@ -1,13 +1,18 @@
 """The house rules of docs/architecture.md: which package may import which, and pinned surfaces.
 
 Each package may import only the packages below it in the layering; the import scan reads every
-module's source (``ast``), so a rule breaks here the moment someone adds the import.
+module's source (``ast``), so a rule breaks here the moment someone adds the import. A direct
+import is not the whole story (a package may reach a forbidden one through an allowed one), so
+each package is also imported in a fresh interpreter and what got loaded is checked.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "kuber_exec_core": set(),
     "kuber_exec_anyio": {"kuber_exec_core"},
     # The exec WebSocket's client side on websockets' sans-IO protocol, shared by both bindings.
-    "kuber_exec_websocket": {"kuber_exec_core", "kuber_exec_anyio"},
+    "kuber_exec_websocket": {"kuber_exec_core"},
     "kuber_exec_trio": {"kuber_exec_core", "kuber_exec_anyio", "kuber_exec_websocket"},
     "kuber_exec_asyncio": {"kuber_exec_core", "kuber_exec_anyio", "kuber_exec_websocket"},
     "kuber_exec_sandbox": {"kuber_exec_core"},
@@ -48,10 +53,37 @@ ALLOWED: dict[str, set[str]] = {
 FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
     "kuber_exec_core": {"anyio", "trio", "asyncio", "httpx", "websockets", "trio_websocket"},
     "kuber_exec_anyio": {"trio", "asyncio", "websockets", "trio_websocket", "h11", "wsproto"},
-    "kuber_exec_websocket": {"anyio", "trio", "asyncio", "trio_websocket", "h11", "wsproto"},
+    "kuber_exec_websocket": {
+        "anyio",
+        "trio",
+        "asyncio",
+        "httpx",
+        "trio_websocket",
+        "h11",
+        "wsproto",
+    },
     "kuber_exec_trio": {"asyncio", "trio_websocket"},
     "kuber_exec_asyncio": {"trio", "trio_websocket"},
 }
+
+
+#: What importing a package may not load, even through the packages it may import: the
+#: libraries of another extra (an asyncio user never loads trio; the sans-IO packages no event
+#: loop, no HTTP client) and, for the plugin, anything before a fixture runs.
+NEVER_LOADED: dict[str, set[str]] = {
+    "kuber_exec_core": {
+        "anyio", "trio", "asyncio", "sniffio", "httpx", "httpcore", "websockets",
+        "trio_websocket", "h11", "wsproto",
+    },
+    "kuber_exec_websocket": {
+        "anyio", "trio", "asyncio", "sniffio", "httpx", "httpcore", "trio_websocket", "h11",
+        "wsproto",
+    },
+    "kuber_exec_anyio": {"trio", "asyncio", "websockets", "trio_websocket", "h11", "wsproto"},
+    "kuber_exec_trio": {"asyncio", "trio_websocket"},
+    "kuber_exec_asyncio": {"trio", "trio_websocket"},
+    "kuber_exec_pytest": {"anyio", "trio", "asyncio", "httpx", "websockets"},
+}  # fmt: skip
 
 
 #: ``websockets``' clients with I/O of their own: the bindings drive its sans-IO protocol.
@@ -99,7 +131,8 @@ def _private_imports(path: Path, package: str) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             top, _, rest = node.module.partition(".")
-            if top != package and top.startswith("kuber_exec_") and rest.startswith("_"):
+            private = any(part.startswith("_") for part in rest.split("."))
+            if top != package and top.startswith("kuber_exec_") and private:
                 found.add(node.module)
     return found
 
@@ -125,6 +158,41 @@ def test_packages_import_only_what_is_below_them(package: str) -> None:
     assert offending == {}
 
 
+def _reachable(package: str) -> set[str]:
+    """The project packages ``package`` may load: what it imports, and what those import."""
+    found: set[str] = set()
+    todo = [package]
+    while todo:
+        for allowed in ALLOWED[todo.pop()]:
+            if allowed not in found:
+                found.add(allowed)
+                todo.append(allowed)
+    return found
+
+
+def _loaded_by(package: str) -> set[str]:
+    """The top-level packages a fresh interpreter holds after ``import package``."""
+    script = f"import sys, {package}; print(*sorted({{m.partition('.')[0] for m in sys.modules}}))"
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    return set(run.stdout.split())
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_importing_a_package_loads_nothing_forbidden(package: str) -> None:
+    loaded = _loaded_by(package)
+    project = {name for name in loaded if name.startswith("kuber_exec_")} - {package}
+    assert sorted(project - _reachable(package)) == []
+    assert sorted(loaded & NEVER_LOADED.get(package, set())) == []
+
+
+def test_the_fresh_interpreter_check_sees_a_transitive_import() -> None:
+    # kuber_exec_trio imports anyio only through kuber_exec_anyio: a direct scan misses it.
+    assert {"anyio", "kuber_exec_anyio", "trio"} <= _loaded_by("kuber_exec_trio")
+
+
 @pytest.mark.parametrize("package", sorted(FORBIDDEN_MODULES))
 def test_packages_keep_out_of_the_forbidden_parts_of_their_libraries(package: str) -> None:
     forbidden = FORBIDDEN_MODULES[package]
@@ -144,6 +212,68 @@ def test_packages_use_each_other_only_through_public_modules(package: str) -> No
         if (found := _private_imports(path, package))
     }
     assert offending == {}
+
+
+#: The async layer's wings, each a private folder with one job, and what each may import besides
+#: the core: ``"hall"`` is the top level (the service, admission, sessions, drivers and the
+#: backend seam), which may import every wing (docs/architecture.md).
+WINGS: dict[str, set[str]] = {
+    "_connection": {"hall"},
+    "_kubernetes": {"hall", "_connection"},
+    "_audit": set(),
+    "_copy": {"hall", "_audit"},
+}
+ANYIO = SRC / "kuber_exec_anyio"
+
+
+def _wing_of(module: str) -> str | None:
+    """The wing of ``kuber_exec_anyio``'s ``module`` (``"hall"`` for its top level), or
+    ``None`` outside the async layer."""
+    top, _, rest = module.partition(".")
+    if top != "kuber_exec_anyio":
+        return None
+    first = rest.partition(".")[0]
+    return first if first in WINGS else "hall"
+
+
+def test_the_async_layer_is_a_hall_and_its_wings() -> None:
+    folders = {path.parent.name for path in ANYIO.glob("*/__init__.py")}
+    assert folders == set(WINGS)
+    for wing in WINGS:
+        assert (ANYIO / wing / "__init__.py").read_text(encoding="utf-8").startswith('"""')
+
+
+def test_each_wing_imports_only_what_its_rule_allows() -> None:
+    offending: dict[str, list[str]] = {}
+    for path in sorted(ANYIO.rglob("*.py")):
+        module = _module_name(path)
+        wing = _wing_of(module)
+        assert wing is not None
+        if wing == "hall":
+            continue
+        reached = {_wing_of(target) for target in _absolute_imports(path, module)}
+        bad = sorted(w for w in reached if w is not None and w != wing and w not in WINGS[wing])
+        if bad:
+            offending[str(path.relative_to(SRC))] = bad
+    assert offending == {}
+
+
+def _absolute_imports(path: Path, module: str) -> set[str]:
+    """The modules ``path`` (the module ``module``) imports, relative imports resolved."""
+    is_package = path.name == "__init__.py"
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            origin = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - node.level + 1]
+                origin = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(origin)
+    return found
 
 
 def _private_name(name: str) -> bool:
@@ -268,7 +398,8 @@ def test_the_bindings_share_one_implementation() -> None:
     "module", ["kuber_exec_core.state", "kuber_exec_core.channels", "kuber_exec_core.kube",
                "kuber_exec_core.server", "kuber_exec_core.limits", "kuber_exec_core.watch",
                "kuber_exec_core.validation", "kuber_exec_core.supervision",
-               "kuber_exec_core.asciicast",
+               "kuber_exec_core.asciicast", "kuber_exec_core.transport",
+               "kuber_exec_core.copy", "kuber_exec_core.tar",
                "kuber_exec_anyio.transport",
                "kuber_exec_anyio.testing"],
 )  # fmt: skip
@@ -286,3 +417,162 @@ def test_docstrings_cite_no_numbered_protocol_sections() -> None:
         if "protocol.md §" in path.read_text(encoding="utf-8")
     ]
     assert cited == []
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements that run when the module is imported: its top level, and the branches of
+    its top-level ``if`` and ``try`` blocks, but not ``if TYPE_CHECKING:`` (never run)."""
+    for node in body:
+        if isinstance(node, ast.If):
+            if not _is_type_checking(node.test):
+                yield from _module_level(node.body)
+            yield from _module_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            for part in (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody):
+                yield from _module_level(part)
+        else:
+            yield node
+
+
+def import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """Which modules each module imports as it is imported, among ``sources`` (a module's name:
+    its source and whether it is a package's ``__init__``). ``from pkg import sub`` is an
+    import of ``pkg.sub`` when that is a module, of ``pkg`` otherwise; the parent packages an
+    import initialises first are not counted (Python finishes them before the child)."""
+    graph: dict[str, set[str]] = {}
+    for name, (source, is_package) in sources.items():
+        package = name if is_package else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in _module_level(ast.parse(source).body):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                origin = node.module or ""
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    origin = ".".join([*base, *([node.module] if node.module else [])])
+                targets = [
+                    f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in sources else origin
+                    for alias in node.names
+                ]
+            else:
+                continue
+            edges.update(target for target in targets if target in sources and target != name)
+        graph[name] = edges
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The modules that import each other, directly or around a circle: each strongly
+    connected component of more than one module (Tarjan's algorithm, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_no_import_circles_in_src() -> None:
+    # A circle makes the modules' import order matter and hides which one owns a rule
+    # (issue 33: _request ⇄ _rules, _limits ⇄ _session).
+    sources = {
+        _module_name(path): (path.read_text(encoding="utf-8"), path.name == "__init__.py")
+        for path in sorted(SRC.rglob("*.py"))
+    }
+    assert import_circles(import_graph(sources)) == []
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    sources = {
+        "pkg": ("", True),
+        "pkg._a": ("from ._b import x\n", False),
+        "pkg._b": ("from . import _c\n", False),
+        "pkg._c": ("import pkg._a\n", False),
+        "pkg._d": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._a import y\n",
+            False,
+        ),
+    }
+    graph = import_graph(sources)
+    assert graph["pkg._d"] == set()  # an annotation-only import runs never
+    assert import_circles(graph) == [["pkg._a", "pkg._b", "pkg._c"]]
+    sources["pkg._c"] = ("import os\n", False)
+    assert import_circles(import_graph(sources)) == []
+
+
+TESTS = SRC.parent / "tests"
+
+
+def _imports_of_test_modules(path: Path) -> list[str]:
+    """The test modules and conftests ``path`` imports (relative or by name)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] + [alias.name for alias in node.names if not node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            last = name.rpartition(".")[2]
+            if last == "conftest" or last.startswith("test_"):
+                found.append(name)
+    return found
+
+
+def test_tests_share_helpers_through_support_not_through_each_other() -> None:
+    # Shared helpers live in tests/support (or a folder's own *_support module); a test module
+    # or a conftest imported by another test drags its fixtures and tests along. The
+    # real-cluster tier is excluded: it is reorganised with its own work.
+    offending = {
+        str(path.relative_to(TESTS)): found
+        for path in sorted(TESTS.rglob("*.py"))
+        if "realcluster" not in path.parts and (found := _imports_of_test_modules(path))
+    }
+    assert offending == {}

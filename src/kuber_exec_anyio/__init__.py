@@ -24,28 +24,29 @@ from kuber_exec_core import Stderr as Stderr
 from kuber_exec_core import Stdin as Stdin
 from kuber_exec_core import Stdout as Stdout
 from kuber_exec_core import Workspace as Workspace
+from kuber_exec_core.copy import CopyError as CopyError
+from kuber_exec_core.copy import CopyProblem as CopyProblem
 
-from ._audit import AuditEvent as AuditEvent
-from ._audit_log import JsonLinesAuditLog as JsonLinesAuditLog
+from ._audit._log import JsonLinesAuditLog as JsonLinesAuditLog
+from ._audit._record import AuditEvent as AuditEvent
+from ._audit._recording import Recording as Recording
+from ._audit._recording import RecordingSink as RecordingSink
 from ._backend import Backend as Backend
+from ._backend import BackendHooks as BackendHooks
 from ._backend import ExecConnection as ExecConnection
-from ._config import ClusterConfig as ClusterConfig
-from ._copy import DEFAULT_COPY_RETRIES as DEFAULT_COPY_RETRIES
-from ._copy import CopyProgress as CopyProgress
-from ._copy import CopyResult as CopyResult
-from ._copy import CopyTarget as CopyTarget
-from ._copy import copy_from_pod as copy_from_pod
-from ._copy import copy_to_pod as copy_to_pod
-from ._copy import download_stream as download_stream
-from ._copy import upload_stream as upload_stream
-from ._copy_errors import CopyError as CopyError
-from ._copy_errors import CopyProblem as CopyProblem
-from ._kubernetes import KubernetesBackend as KubernetesBackend
-from ._lease_slots import ClusterSlots as ClusterSlots
+from ._copy._common import DEFAULT_COPY_RETRIES as DEFAULT_COPY_RETRIES
+from ._copy._common import CopyProgress as CopyProgress
+from ._copy._common import CopyResult as CopyResult
+from ._copy._common import CopyTarget as CopyTarget
+from ._copy._download import copy_from_pod as copy_from_pod
+from ._copy._download import download_stream as download_stream
+from ._copy._upload import copy_to_pod as copy_to_pod
+from ._copy._upload import upload_stream as upload_stream
+from ._kubernetes._backend import KubernetesBackend as KubernetesBackend
+from ._kubernetes._config import ClusterConfig as ClusterConfig
+from ._kubernetes._lease_slots import ClusterSlots as ClusterSlots
+from ._kubernetes._preflight import ExecPreflight as ExecPreflight
 from ._limits import SessionLimits as SessionLimits
-from ._preflight import ExecPreflight as ExecPreflight
-from ._recording import Recording as Recording
-from ._recording import RecordingSink as RecordingSink
 from ._service import ExecService as ExecService
 from ._session import InteractiveSession as InteractiveSession
 
@@ -95,4 +96,4 @@ BINDING_NAMES: tuple[str, ...] = (
     "Workspace",
 )
 
-__all__ = ["BINDING_NAMES", "KubernetesBackend", *BINDING_NAMES]
+__all__ = ["BINDING_NAMES", "BackendHooks", "KubernetesBackend", *BINDING_NAMES]

@@ -3,12 +3,12 @@
 :func:`admitted` wraps an ``execute`` call or an interactive session: its audit record (every
 refusal below gets the ``ended`` event), whom it acts as (:mod:`._identity`), and its workspace
 slot, in-process (:class:`~._limits.WorkspaceSlots`) or held as a Lease across replicas
-(:class:`~._lease_slots.LeaseWorkspaceSlots`). :func:`workspace_slots` picks the kind from the
-backend.
+(:class:`~kuber_exec_anyio._kubernetes._lease_slots.LeaseWorkspaceSlots`).
+:func:`workspace_slots` picks the kind from the backend.
 
 The block is one class rather than three nested generator context managers: it is entered on
 every exec, and each generator context manager costs about as much as the rest of admission
-(issue 19: ~35 k instructions of a 1.6 M short exec on asyncio).
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from types import TracebackType
 
 from kuber_exec_core import ExecRequest, Impersonation
 
-from ._audit import AuditRecord
+from ._audit._record import AuditRecord
+from ._backend import backend_hooks
 from ._identity import act_as, stop_acting
-from ._lease_slots import ClusterSlots, LeaseWorkspaceSlots
+from ._kubernetes._lease_slots import LeaseWorkspaceSlots
 from ._limits import WorkspaceSlots
 
 __all__ = ["admitted", "workspace_slots"]
@@ -30,12 +31,12 @@ Slots = WorkspaceSlots | LeaseWorkspaceSlots
 
 
 def workspace_slots(backend: object, limit: int | None) -> Slots:
-    """Lease slots when ``backend`` has ``cluster_slots`` (a :class:`ClusterSlots`, as
-    ``KubernetesBackend(cluster_slots=...)``) and a REST client; else the in-process count."""
-    cluster = getattr(backend, "cluster_slots", None)
-    rest = getattr(backend, "rest_client", None)
-    if isinstance(cluster, ClusterSlots) and callable(rest):
-        return LeaseWorkspaceSlots(limit, cluster, rest)
+    """Lease slots when ``backend``'s hooks have ``cluster_slots`` (as
+    ``KubernetesBackend(cluster_slots=...)``), over its ``rest_client``; else the in-process
+    count."""
+    hooks = backend_hooks(backend)
+    if hooks.cluster_slots is not None:
+        return LeaseWorkspaceSlots(limit, hooks.cluster_slots, hooks.rest_client)
     return WorkspaceSlots(limit)
 
 

@@ -4,7 +4,9 @@ A backend reads Deployments and pods and opens exec connections; everything else
 ownership, ranking, the channel protocol, caps, frame order) happens in the core, so a backend
 can be swapped (a real API server, an in-memory test double) without changing any rule.
 
-The protocols only describe awaitables: the same seam serves trio and asyncio.
+The protocols only describe awaitables: the same seam serves trio and asyncio. Besides its
+three methods, a backend may offer the optional hooks of :class:`BackendHooks`; the service
+reads them through :func:`backend_hooks`, and without them it does what their defaults say.
 """
 
 from __future__ import annotations
@@ -13,10 +15,24 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from kuber_exec_core import Deployment, ExecStreams, LabelSelector, Pod, ResolvedTarget, Subprotocol
+from kuber_exec_core import (
+    Deployment,
+    ExecError,
+    ExecErrorCode,
+    ExecLimits,
+    ExecRequest,
+    ExecStreams,
+    LabelSelector,
+    Pod,
+    ResolvedTarget,
+    Subprotocol,
+)
 from kuber_exec_core.channels import Message
 
-__all__ = ["Backend", "ConnectionEnd", "ExecConnection"]
+from ._kubernetes._lease_slots import ClusterSlots
+from ._kubernetes._rest import RestClient
+
+__all__ = ["Backend", "BackendHooks", "ConnectionEnd", "ExecConnection", "backend_hooks"]
 
 
 class ExecConnection(Protocol):
@@ -71,6 +87,64 @@ class Backend(Protocol):
             ExecError: the upgrade was refused or the server could not be reached.
         """
         ...
+
+
+class BackendHooks:
+    """The optional parts of a backend, each with what ``ExecService`` does without it.
+
+    A :class:`Backend` needs only its three methods. A backend that can do more derives from
+    this class and overrides the hooks it has (``KubernetesBackend`` and ``MemoryBackend`` do);
+    the service reads every hook through :func:`backend_hooks`, so a backend that does not
+    derive from it gets these defaults, whatever attributes it has.
+    """
+
+    #: Whether the server behind the backend runs the commands: the service then starts each
+    #: one supervised and cleans up after an interrupted one (docs/cleanup.md). ``False`` for
+    #: a backend that plays scripts (``MemoryBackend``): no shell, no processes.
+    runs_commands: bool = True
+
+    #: Session slots held as Leases across replicas (``KubernetesBackend(cluster_slots=...)``),
+    #: taken over :meth:`rest_client`; ``None``: the per-workspace limit of
+    #: ``SessionLimits`` is counted in this process.
+    cluster_slots: ClusterSlots | None = None
+
+    def rest_client(self) -> RestClient:
+        """The REST client the Lease slots of :attr:`cluster_slots` use, called when a slot is
+        taken (the backend is open by then). A backend that sets :attr:`cluster_slots` must
+        override it.
+
+        Raises:
+            ExecError: ``EXEC_FAILED``: this backend has no REST client (the default), or it
+                is not open.
+        """
+        raise ExecError(ExecErrorCode.FAILED, f"{type(self).__name__} has no REST client")
+
+    def resolve_cached(self, request: ExecRequest, limits: ExecLimits) -> ResolvedTarget | None:
+        """The target of a plain resolution of ``request`` in one step (from a watch cache), or
+        ``None`` (the default): resolve through ``get_deployment`` and ``list_pods``.
+
+        Raises:
+            ExecError: what resolving through the reads raises for the same state.
+        """
+        return None
+
+    async def retarget(
+        self, request: ExecRequest, limits: ExecLimits, target: ResolvedTarget, error: ExecError
+    ) -> ResolvedTarget | None:
+        """The target to retry on after the exec upgrade for ``target`` was refused with
+        ``error`` on entry (the command never started), or ``None`` (the default): raise
+        ``error``. Called at most once per exec, never after the connection opened.
+        """
+        return None
+
+
+_NO_HOOKS = BackendHooks()
+
+
+def backend_hooks(backend: object) -> BackendHooks:
+    """``backend``'s optional hooks: the backend itself when it derives from
+    :class:`BackendHooks`, else the defaults."""
+    return backend if isinstance(backend, BackendHooks) else _NO_HOOKS
 
 
 class ConnectionEnd:

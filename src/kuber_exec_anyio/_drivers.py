@@ -34,7 +34,7 @@ from kuber_exec_core import (
 )
 from kuber_exec_core.channels import Message
 
-from ._backend import ExecConnection
+from ._backend import ExecConnection, backend_hooks
 
 __all__ = [
     "STATUS_END_TIMEOUT",
@@ -64,18 +64,17 @@ async def resolve_target(
     backend: TargetReader, request: ExecRequest, limits: ExecLimits, *, avoid: str | None = None
 ) -> ResolvedTarget:
     """Run a :class:`TargetResolution` against ``backend``'s reads (``avoid``: a pod to rank
-    last). A backend with a ``resolve_cached(request, limits)`` (``KubernetesBackend`` with a
-    watch cache) answers a plain resolution in one step when it can (``None``: it cannot).
+    last). A backend whose hooks resolve from a cache (``BackendHooks.resolve_cached``:
+    ``KubernetesBackend`` with a watch cache) answers a plain resolution in one step when it
+    can.
 
     Raises:
         ExecError: the seed's validation and targeting errors, or the backend's.
     """
     if avoid is None:
-        resolve_cached = getattr(backend, "resolve_cached", None)
-        if resolve_cached is not None:
-            target: ResolvedTarget | None = resolve_cached(request, limits)
-            if target is not None:
-                return target
+        target: ResolvedTarget | None = backend_hooks(backend).resolve_cached(request, limits)
+        if target is not None:
+            return target
     plan = TargetResolution(request, limits, avoid=avoid)
     while True:
         match plan.next_event():

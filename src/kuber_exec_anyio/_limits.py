@@ -10,17 +10,21 @@ too long; when a limit passes, and what the frame says, is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 
-from kuber_exec_core import ExecError, ExecErrorCode, Workspace
+from kuber_exec_core import Error, ExecError, ExecErrorCode, Workspace
 from kuber_exec_core.limits import SessionDeadlines, SessionLimits
 
-if TYPE_CHECKING:
-    from ._session import InteractiveSession
+__all__ = ["EndableSession", "SessionLimits", "WorkspaceSlots", "enforce_session_limits"]
 
-__all__ = ["SessionLimits", "WorkspaceSlots", "enforce_session_limits"]
+
+class EndableSession(Protocol):
+    """What the limits need of a session: ending it with an ``Error`` frame
+    (``InteractiveSession.end``, whose first end wins)."""
+
+    def end(self, error: Error) -> None: ...
 
 
 class WorkspaceSlots:
@@ -60,7 +64,7 @@ class WorkspaceSlots:
             del self._open[workspace]
 
 
-async def enforce_session_limits(session: InteractiveSession, deadlines: SessionDeadlines) -> None:
+async def enforce_session_limits(session: EndableSession, deadlines: SessionDeadlines) -> None:
     """Until a limit passes: sleep to the nearest deadline, then end ``session`` with the
     deadline's ``Error`` frame if it has passed (activity may have moved it: look again).
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -27,17 +27,12 @@ from kuber_exec_core import (
     Subprotocol,
 )
 
-from ._backend import Backend, ExecConnection
-from ._delegating import DelegatingBlock
+from ._backend import Backend, ExecConnection, backend_hooks
+from ._connection._delegating import DelegatingBlock
 
-__all__ = ["Retarget", "open_exec"]
+__all__ = ["open_exec"]
 
 logger = logging.getLogger("kuber_exec")
-
-#: ``KubernetesBackend.retarget``'s shape: (request, limits, refused target, refusal) -> target.
-Retarget = Callable[
-    [ExecRequest, ExecLimits, ResolvedTarget, ExecError], Awaitable[ResolvedTarget | None]
-]
 
 
 def open_exec(
@@ -93,8 +88,7 @@ async def _open_retargeted(
         return block, (target, await block.__aenter__())
     except ExecError as error:
         refusal = error
-    retarget: Retarget | None = getattr(backend, "retarget", None)
-    fresh = None if retarget is None else await retarget(request, limits, target, refusal)
+    fresh = await backend_hooks(backend).retarget(request, limits, target, refusal)
     if fresh is None:
         raise refusal
     logger.info(

@@ -42,11 +42,11 @@ from kuber_exec_core.validation import (
 )
 
 from ._admission import admitted, workspace_slots
-from ._audit import AuditHook, AuditRecord
-from ._backend import Backend, ExecConnection
+from ._audit._record import AuditHook, AuditRecord
+from ._audit._recording import Recording, prepare_recorder, recorded
+from ._backend import Backend, ExecConnection, backend_hooks
 from ._drivers import await_start, collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
-from ._recording import Recording, prepare_recorder, recorded
 from ._retarget import open_exec
 from ._session import InteractiveSession, run_session
 from ._supervise import (
@@ -355,15 +355,15 @@ class ExecService:
     def _supervises(self, cleanup: bool | None) -> bool:
         wanted = self.cleanup if cleanup is None else validate_flag(cleanup, "cleanup")
         # A backend whose server runs no commands (the testing kit's MemoryBackend) has no
-        # shell for the prologue nor processes to clean up.
-        return wanted and getattr(self.backend, "runs_commands", True)
+        # shell for the prologue nor processes to clean up (BackendHooks.runs_commands).
+        return wanted and backend_hooks(self.backend).runs_commands
 
 
 async def _run_execute(run: ExecuteRun, connection: ExecConnection) -> ExecResult:
     messages = run.stdin_messages()
     if not messages:
         # Nothing to send: no sender task (its task group is a measurable share of a short
-        # command's cost; issue 19).
+        # command's cost).
         return await collect_execute(run, connection)
     with single_exception():
         async with anyio.create_task_group() as tasks:

@@ -15,7 +15,16 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
-from anyio._core._eventloop import get_async_backend
+
+try:
+    # Not public API: the running backend, looked up once per session (see __init__). The
+    # bound in pyproject.toml (anyio<5) and tests/kit/test_anyio_private.py guard it.
+    from anyio._core._eventloop import get_async_backend
+except ImportError as error:  # pragma: no cover - only with an anyio we do not support
+    raise ImportError(
+        "kuber_exec_anyio needs anyio 4 (anyio._core._eventloop.get_async_backend is gone): "
+        "install anyio>=4.4,<5"
+    ) from error
 
 from kuber_exec_core import (
     SESSION_ENDED,
@@ -35,12 +44,12 @@ from kuber_exec_core import (
 from kuber_exec_core.limits import SessionDeadlines
 from kuber_exec_core.state import SessionState
 
+from ._audit._recording import SessionRecorder
 from ._backend import ExecConnection
 from ._drivers import pump_session
 from ._frame_queue import FrameQueue
 from ._groups import single_exception
 from ._limits import enforce_session_limits
-from ._recording import SessionRecorder
 
 __all__ = ["InteractiveSession", "run_session"]
 

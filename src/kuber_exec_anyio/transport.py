@@ -5,23 +5,23 @@ gets a complete ``connect_exec`` from :func:`open_exec_connection` and a complet
 passing the opener to ``KubernetesBackend(config, transport=...)``.
 """
 
-from ._connection import DEFAULT_CLOSE_TIMEOUT as DEFAULT_CLOSE_TIMEOUT
-from ._connection import DEFAULT_PING_INTERVAL as DEFAULT_PING_INTERVAL
-from ._connection import DEFAULT_PONG_TIMEOUT as DEFAULT_PONG_TIMEOUT
-from ._connection import ConnectOptions as ConnectOptions
-from ._connection import ExecConnector as ExecConnector
-from ._connection import WebSocketExecConnection as WebSocketExecConnection
-from ._connection import open_exec_connection as open_exec_connection
+from ._connection._connection import DEFAULT_CLOSE_TIMEOUT as DEFAULT_CLOSE_TIMEOUT
+from ._connection._connection import DEFAULT_PING_INTERVAL as DEFAULT_PING_INTERVAL
+from ._connection._connection import DEFAULT_PONG_TIMEOUT as DEFAULT_PONG_TIMEOUT
+from ._connection._connection import ConnectOptions as ConnectOptions
+from ._connection._connection import ExecConnector as ExecConnector
+from ._connection._connection import WebSocketExecConnection as WebSocketExecConnection
+from ._connection._connection import open_exec_connection as open_exec_connection
+from ._connection._transport import CLOSE_MESSAGE_TOO_BIG as CLOSE_MESSAGE_TOO_BIG
+from ._connection._transport import MAX_SERVER_MESSAGE_BYTES as MAX_SERVER_MESSAGE_BYTES
+from ._connection._transport import NoDebugLogger as NoDebugLogger
+from ._connection._transport import TransportClosed as TransportClosed
+from ._connection._transport import TransportOpener as TransportOpener
+from ._connection._transport import TransportOptions as TransportOptions
+from ._connection._transport import WebSocketTransport as WebSocketTransport
+from ._connection._transport import describe_error as describe_error
+from ._connection._transport import message_too_big as message_too_big
 from ._groups import single_exception as single_exception
-from ._transport import CLOSE_MESSAGE_TOO_BIG as CLOSE_MESSAGE_TOO_BIG
-from ._transport import MAX_SERVER_MESSAGE_BYTES as MAX_SERVER_MESSAGE_BYTES
-from ._transport import NoDebugLogger as NoDebugLogger
-from ._transport import TransportClosed as TransportClosed
-from ._transport import TransportOpener as TransportOpener
-from ._transport import TransportOptions as TransportOptions
-from ._transport import WebSocketTransport as WebSocketTransport
-from ._transport import describe_error as describe_error
-from ._transport import message_too_big as message_too_big
 
 __all__ = [
     "DEFAULT_CLOSE_TIMEOUT",

@@ -8,14 +8,15 @@ shared with the trio binding (``kuber_exec_websocket``); only asyncio's I/O live
 
 The event loop's ``data_received`` feeds the parser and writes its replies (a pong, the Close
 echo) at once; the task that awaits :meth:`AsyncioWebSocketTransport.receive` takes whole
-messages. Until issue 19 this was ``websockets``' own asyncio client, whose message assembler
-(a queue of frames, a join per message, a future per wait) cost 52 k instructions per 32 KiB
-message over its sans-IO parser alone: more than all of kuber-exec's own work per message.
+messages, with no message assembler between them: ``websockets``' own asyncio client's (a queue
+of frames, a join per message, a future per wait) costs more per 32 KiB message than all of
+kuber-exec's own work (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
@@ -25,6 +26,7 @@ from websockets.exceptions import InvalidState
 from websockets.protocol import State
 
 from kuber_exec_anyio.transport import (
+    NoDebugLogger,
     TransportClosed,
     TransportOptions,
     describe_error,
@@ -33,6 +35,7 @@ from kuber_exec_core import ExecError, ExecErrorCode
 from kuber_exec_core.channels import Message
 from kuber_exec_websocket import (
     CLOSE_NORMAL,
+    DROPPED,
     ReceivedFrames,
     UpgradeAnswer,
     open_protocol,
@@ -61,7 +64,7 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
         self._received = ReceivedFrames(protocol, options.max_message_bytes)
         self._transport: asyncio.Transport | None = None
         # Until the upgrade's answer is whole, reads go to it; then the opener is woken.
-        self._answer: UpgradeAnswer | None = UpgradeAnswer(protocol, options)
+        self._answer: UpgradeAnswer | None = UpgradeAnswer(protocol, options.subprotocols)
         self._refusal: ExecError | None = None
         self._handshake_read = asyncio.Event()
         self._data_waiter: asyncio.Future[None] | None = None
@@ -80,7 +83,7 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
     def closing_handshake_done(self) -> bool:
         """Whether the server's Close frame arrived and ours went out: the reply is written as
         the Close is parsed, so nothing is left to wait for before the abort (read by the
-        shared close, ``kuber_exec_anyio._connection``)."""
+        shared close, ``kuber_exec_anyio._connection._connection``)."""
         return self._received.closing_handshake_done
 
     async def send(self, message: Message) -> None:
@@ -142,7 +145,7 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
     def abort(self) -> None:
         if self._transport is not None and not self._lost:
             self._transport.abort()  # connection_lost follows on the next loop iteration
-        self._received.ended(TransportClosed(clean=False))
+        self._received.ended(DROPPED)
         self._wake_all()
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
@@ -176,7 +179,7 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
         self._lost = True
         if self._answer is not None:
             self._answered(None)
-        self._received.ended(TransportClosed(clean=False))
+        self._received.ended(DROPPED)
         self._wake_all()
 
     def pause_writing(self) -> None:
@@ -283,7 +286,13 @@ class _OpenedTransport:
 
     async def __aenter__(self) -> AsyncioWebSocketTransport:
         options = self._options
-        protocol, uri = open_protocol(options, "kuber_exec.asyncio.transport")
+        protocol, uri = open_protocol(
+            options.url,
+            subprotocols=options.subprotocols,
+            headers=options.headers,
+            logger=NoDebugLogger(logging.getLogger("kuber_exec.asyncio.transport")),
+            max_message_bytes=options.max_message_bytes,
+        )
         transport = AsyncioWebSocketTransport(protocol, options)
         try:
             await _open(transport, uri.host, uri.port, uri.secure, options)

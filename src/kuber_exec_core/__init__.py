@@ -17,8 +17,6 @@ server side of the protocol, for test servers), :mod:`.limits` (the seed's defau
 (terminal recordings) and :mod:`.testing` (hypothesis strategies).
 """
 
-from typing import TYPE_CHECKING
-
 from ._errors import ExecError as ExecError
 from ._errors import ExecErrorCode as ExecErrorCode
 from ._errors import ExecOutputLimitError as ExecOutputLimitError
@@ -59,111 +57,6 @@ from ._subprotocols import Subprotocol as Subprotocol
 from ._target import ResolvedTarget as ResolvedTarget
 
 __version__ = "0.1.0"
-
-# The names that were top-level before the surface was trimmed to what a sans-IO user needs, by
-# the submodule each lives in now: they still resolve from here (with a DeprecationWarning naming
-# their home) so that existing code keeps working. The list is history, not a lookup: a name that
-# was never top-level (``Guard``, or one added to a submodule later) is an AttributeError here.
-# Type checkers see only the real surface.
-_MOVED: dict[str, tuple[str, ...]] = {
-    "limits": (
-        "DEFAULT_INTERACTIVE_QUEUE_CAPACITY",
-        "DEFAULT_MAX_ARGUMENT_BYTES",
-        "DEFAULT_MAX_COMMAND_ARGUMENTS",
-        "DEFAULT_MAX_COMMAND_BYTES",
-        "DEFAULT_MAX_STDIN_FRAME_BYTES",
-        "DEFAULT_OUTPUT_CAP_BYTES",
-    ),
-    "validation": (
-        "validate_flag",
-        "validate_output_cap",
-        "validate_queue_capacity",
-        "validate_request",
-        "validate_request_type",
-        "validate_subprotocols",
-    ),
-    "state": (
-        "REFUSALS",
-        "SessionInput",
-        "SessionSignal",
-        "SessionState",
-        "TRANSITIONS",
-        "state_diagram",
-    ),
-    "channels": (
-        "ALL_SUBPROTOCOLS",
-        "Channel",
-        "ExecProtocolError",
-        "MAX_CLIENT_PAYLOAD_BYTES",
-        "Message",
-        "TerminalFrame",
-        "accept_subprotocol",
-        "choose_subprotocol",
-        "chunk_stdin",
-        "decode_message",
-        "encode_message",
-        "parse_status",
-        "parse_subprotocol_header",
-    ),
-    "kube": (
-        "ApiGet",
-        "ApiPlan",
-        "ApiResponse",
-        "DeploymentLookup",
-        "OwnerReference",
-        "PodListing",
-        "PodRecord",
-        "ReplicaSet",
-        "Requirement",
-        "ResolutionStep",
-        "SelectorOperator",
-        "api_error",
-        "check_deployment",
-        "choose_pod",
-        "exec_path",
-        "exec_upgrade_error",
-        "load_json_object",
-        "parse_deployment",
-        "parse_pod",
-        "parse_pod_list",
-        "parse_replica_set",
-        "rank_pods",
-        "resolve_pod_owners",
-    ),
-    "server": (
-        "ClientMessage",
-        "ExecQuery",
-        "MAX_CLIENT_FRAME_BYTES",
-        "ResizeReceived",
-        "ServerChannel",
-        "StdinClosed",
-        "StdinReceived",
-        "parse_exec_flag",
-        "parse_exec_query",
-        "server_subprotocols",
-        "status_exit_code",
-        "status_failure",
-        "status_success",
-    ),
-}
-_HOMES = {name: home for home, names in _MOVED.items() for name in names}
-
-if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> object:
-        import importlib
-        import warnings
-
-        home = _HOMES.get(name)
-        if home is None:
-            raise AttributeError(f"module 'kuber_exec_core' has no attribute {name!r}")
-        warnings.warn(
-            f"kuber_exec_core.{name} moved to kuber_exec_core.{home}.{name}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(f"kuber_exec_core.{home}"), name)
-
 
 __all__ = [
     # errors

@@ -5,7 +5,14 @@ from __future__ import annotations
 import enum
 from typing import Literal
 
-__all__ = ["ExecError", "ExecErrorCode", "ExecOutputLimitError", "ExecProtocolError", "StreamName"]
+__all__ = [
+    "ExecError",
+    "ExecErrorCode",
+    "ExecOutputLimitError",
+    "ExecProtocolError",
+    "ExecRule",
+    "StreamName",
+]
 
 StreamName = Literal["stdout", "stderr"]
 
@@ -29,6 +36,13 @@ class ExecErrorCode(enum.StrEnum):
     FAILED = "EXEC_FAILED"
 
 
+class ExecRule(enum.Enum):
+    """The base of the rules an :class:`ExecError` can report: the request rules
+    (:class:`~kuber_exec_core.validation.InvalidRule`) and the targeting refusals
+    (:class:`~kuber_exec_core.kube.TargetRefusal`). It has no members of its own; it lives here
+    so that an error can carry its rule without this module importing the rules' table."""
+
+
 class ExecError(Exception):
     """The root of every error kuber-exec raises on purpose.
 
@@ -43,6 +57,10 @@ class ExecError(Exception):
       ``Unauthorized``...) and ``code`` of the Kubernetes ``Status`` object the server sent with
       that answer, or in a watch's ``ERROR`` event; ``None`` when it sent none (or left the field
       out).
+    - ``rule``: the request rule or targeting refusal this error reports (an
+      :class:`~kuber_exec_core.validation.InvalidRule` or
+      :class:`~kuber_exec_core.kube.TargetRefusal`), set where it is raised; ``None`` for every
+      other error. ``InvalidRule.of`` and ``TargetRefusal.of`` read it.
     """
 
     code: ExecErrorCode
@@ -50,6 +68,7 @@ class ExecError(Exception):
     http_status: int | None = None
     status_reason: str | None = None
     status_code: int | None = None
+    rule: ExecRule | None = None
 
     def __init__(
         self,
@@ -59,6 +78,7 @@ class ExecError(Exception):
         http_status: int | None = None,
         status_reason: str | None = None,
         status_code: int | None = None,
+        rule: ExecRule | None = None,
     ) -> None:
         super().__init__(message)
         self.code = ExecErrorCode(code)
@@ -66,6 +86,7 @@ class ExecError(Exception):
         self.http_status = http_status
         self.status_reason = status_reason
         self.status_code = status_code
+        self.rule = rule
 
     def __str__(self) -> str:
         return f"{self.code.value}: {self.message}"
@@ -76,6 +97,8 @@ class ExecError(Exception):
             for name in ("http_status", "status_reason", "status_code")
             if (value := getattr(self, name)) is not None
         )
+        if self.rule is not None:
+            fields += f", rule={type(self.rule).__name__}.{self.rule.name}"
         return f"{type(self).__name__}({self.code.value!r}, {self.message!r}{fields})"
 
     def __reduce__(self) -> tuple[object, ...]:

@@ -20,8 +20,8 @@ from ._errors import ExecError, ExecErrorCode, ExecOutputLimitError, StreamName
 from ._frames import Error, Exit, Stderr, Stdin, Stdout
 from ._session import NEED_DATA, SESSION_ENDED, ExecSession, SessionSignal
 from ._subprotocols import DEFAULT_SUBPROTOCOLS, Subprotocol
-from ._supervision import Supervision
 from ._target import ResolvedTarget
+from .supervision import Supervision
 
 __all__ = ["ExecResult", "ExecuteRun", "OutputBuffer"]
 

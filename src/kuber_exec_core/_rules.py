@@ -4,29 +4,36 @@
 table, and the testing kit derives the answers it expects from it, so a message lives here and
 nowhere else. Each entry is a code and a template; the texts are the seed's, to the letter.
 
-Tests of code that uses kuber-exec should assert the code and *which* rule or refusal it was
+Every error raised through the table carries its member (``ExecError.rule``). Tests of code
+that uses kuber-exec should assert the code and *which* rule or refusal it was
 (:meth:`InvalidRule.of`, :meth:`TargetRefusal.of`), not the text.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 
-from ._errors import ExecError, ExecErrorCode
+from ._errors import ExecError, ExecErrorCode, ExecRule
 from ._limits import ExecLimits
 
-if TYPE_CHECKING:
-    # Only named in annotations: _request raises through this module.
-    from ._request import ExecRequest
-
-__all__ = ["InvalidRule", "TargetRefusal"]
+__all__ = ["InvalidRule", "NamedTarget", "TargetRefusal"]
 
 
-class InvalidRule(enum.Enum):
+class NamedTarget(Protocol):
+    """What a refusal's message names: the requested Deployment and container (an
+    :class:`~kuber_exec_core.ExecRequest` is one)."""
+
+    @property
+    def deployment(self) -> str: ...
+
+    @property
+    def container(self) -> str | None: ...
+
+
+class InvalidRule(ExecRule):
     """A rule of :func:`~kuber_exec_core.validation.validate_request`, in the order checked (the
     seed's ``validateInput``): the first one a request breaks is the ``EXEC_INVALID`` it gets."""
 
@@ -54,20 +61,18 @@ class InvalidRule(enum.Enum):
         return _REQUEST_MESSAGES[self].format_map(attrs.asdict(limits))
 
     def error(self, limits: ExecLimits) -> ExecError:
-        """The :class:`~kuber_exec_core.ExecError` a request breaking this rule gets."""
-        return ExecError(self.code, self.message(limits))
+        """The :class:`~kuber_exec_core.ExecError` a request breaking this rule gets (its
+        ``rule`` is this member)."""
+        return ExecError(self.code, self.message(limits), rule=self)
 
     @classmethod
     def of(cls, error: ExecError, limits: ExecLimits) -> InvalidRule | None:
-        """The rule ``error`` reports under ``limits``, or ``None`` if it reports none."""
-        return next(
-            (
-                rule
-                for rule in cls
-                if (error.code, error.message) == (rule.code, rule.message(limits))
-            ),
-            None,
-        )
+        """The rule ``error`` reports (its ``rule``), or ``None`` if it reports none.
+
+        ``limits`` is what the error's message was worded under; the rule itself does not
+        depend on it."""
+        rule = error.rule
+        return rule if isinstance(rule, InvalidRule) else None
 
 
 _REQUEST_MESSAGES: Mapping[InvalidRule, str] = {
@@ -93,7 +98,7 @@ _REQUEST_MESSAGES: Mapping[InvalidRule, str] = {
 }
 
 
-class TargetRefusal(enum.Enum):
+class TargetRefusal(ExecRule):
     """Why targeting found no pod for a valid request, in the order checked (the seed's
     ``resolveTarget``; :mod:`kuber_exec_core.kube` has the checks)."""
 
@@ -115,28 +120,26 @@ class TargetRefusal(enum.Enum):
         """The code this refusal is reported with."""
         return _TARGET_REFUSALS[self][0]
 
-    def message(self, request: ExecRequest) -> str:
+    def message(self, request: NamedTarget) -> str:
         """The message for this refusal of ``request`` (it names the Deployment, or for
         :attr:`CONTAINER_NOT_FOUND` the requested container)."""
         return _TARGET_REFUSALS[self][1].format(
             deployment=request.deployment, container=request.container
         )
 
-    def error(self, request: ExecRequest) -> ExecError:
-        """The :class:`~kuber_exec_core.ExecError` ``request`` gets for this refusal."""
-        return ExecError(self.code, self.message(request))
+    def error(self, request: NamedTarget) -> ExecError:
+        """The :class:`~kuber_exec_core.ExecError` ``request`` gets for this refusal (its
+        ``rule`` is this member)."""
+        return ExecError(self.code, self.message(request), rule=self)
 
     @classmethod
-    def of(cls, error: ExecError, request: ExecRequest) -> TargetRefusal | None:
-        """The refusal of ``request`` that ``error`` reports, or ``None`` if it reports none."""
-        return next(
-            (
-                refusal
-                for refusal in cls
-                if (error.code, error.message) == (refusal.code, refusal.message(request))
-            ),
-            None,
-        )
+    def of(cls, error: ExecError, request: NamedTarget) -> TargetRefusal | None:
+        """The refusal that ``error`` reports (its ``rule``), or ``None`` if it reports none.
+
+        ``request`` is the request the error's message names; the refusal itself does not
+        depend on it."""
+        rule = error.rule
+        return rule if isinstance(rule, TargetRefusal) else None
 
 
 _TARGET_REFUSALS: Mapping[TargetRefusal, tuple[ExecErrorCode, str]] = {

@@ -43,7 +43,7 @@ from ._state import (
 )
 from ._status import StatusStream
 from ._subprotocols import Subprotocol
-from ._supervision import StartMark, Supervision
+from .supervision import StartMark, Supervision
 
 __all__ = ["NEED_DATA", "SESSION_ENDED", "ExecSession", "SessionSignal", "chunk_stdin"]
 

@@ -1,18 +1,39 @@
-"""Ending what an exec left running: the supervised prologue and the cleanup exec.
+"""Ending what an exec left running: the supervised start of a command, and the cleanup exec.
 
-See :mod:`kuber_exec_core._supervision` for the mechanism and docs/cleanup.md for the contract.
-:class:`~kuber_exec_core.ExecSession` takes a :class:`Supervision` to strip the start mark.
+:class:`~kuber_exec_core.ExecSession` takes a :class:`Supervision` to strip the start mark;
+docs/cleanup.md has the contract.
+
+The exec protocol has no signal channel: closing the connection does not stop the command
+(kubernetes-client/javascript#2532, rancher/rancher#16192). So the command is started under a
+short prologue (``/bin/sh -c PROLOGUE kuber-exec-<id> ARGV...``) that
+
+1. checks that ``ARGV[0]`` is an executable (``PATH`` search in shell builtins, no fork) and
+   prints the *start mark* ``K<id>.`` on stdout, or ``K<id>!`` and exits when it is not (the
+   caller then runs the command unsupervised, so the user sees the runtime's own error);
+2. exports ``KUBER_EXEC_SESSION=<id>`` and ``exec``\\ s ``ARGV``: the user's command replaces the
+   shell (same pid, same exit code, signals and stdin), and every process it starts inherits the
+   variable.
+
+The session strips the mark from stdout (:class:`~kuber_exec_core.ExecSession`'s
+``supervision``); the user's argv, output and exit are unchanged. When the session ends without
+the process's own end (the caller left, a timeout, a cap, a lost connection, a limit), the layer
+above runs :meth:`Supervision.cleanup_command` in the same container: it finds the processes
+whose environment holds the variable (and the prologue's shell by its ``$0``), sends TERM, waits
+up to the grace period, sends KILL to what is left, and prints what it did
+(:class:`CleanupOutcome`). A process that clears its environment (``env -i``) escapes it; that
+is documented in docs/cleanup.md.
 """
 
-from ._supervision import CLEANUP_MARKER as CLEANUP_MARKER
-from ._supervision import SESSION_ENVIRONMENT_VARIABLE as SESSION_ENVIRONMENT_VARIABLE
-from ._supervision import SHELL as SHELL
-from ._supervision import CleanupOutcome as CleanupOutcome
-from ._supervision import StartMark as StartMark
-from ._supervision import Supervision as Supervision
-from ._supervision import is_missing_shell as is_missing_shell
-from ._supervision import is_start_failure as is_start_failure
-from ._supervision import parse_cleanup_output as parse_cleanup_output
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+import attrs
+
+from ._errors import ExecErrorCode
+from ._frames import Error
+from ._quoting import quote_once
 
 __all__ = [
     "CLEANUP_MARKER",
@@ -25,3 +46,214 @@ __all__ = [
     "is_start_failure",
     "parse_cleanup_output",
 ]
+
+#: The shell the prologue and the cleanup run in; an image without it (distroless) runs the
+#: command unsupervised (:func:`is_missing_shell`).
+SHELL = "/bin/sh"
+#: The environment variable that marks a session's processes.
+SESSION_ENVIRONMENT_VARIABLE = "KUBER_EXEC_SESSION"
+#: The prologue shell's ``$0`` prefix (also how the cleanup finds a shell that has not yet
+#: ``exec``\\ ed: a process's ``/proc/PID/environ`` is the environment it was started with).
+CLEANUP_MARKER = "kuber-exec-"
+
+# $1... is the user's argv. Everything is a builtin up to the exec: the prologue costs one
+# shell start and no fork. `[ -f ] && [ -x ]` as execve(2) would find it (a directory or a
+# builtin's name does not count: the runtime would not have run those either).
+_PROLOGUE_TEMPLATE = (
+    # The session id is $0's tail, so the script is the same text for every exec (and is
+    # percent-encoded once, not per exec: see below).
+    "session=${0#{marker}}; found=\n"
+    "case $1 in\n"
+    '*/*) [ -f "$1" ] && [ -x "$1" ] && found=1 ;;\n'
+    "*) saved_ifs=$IFS; IFS=:\n"
+    '   for dir in $PATH; do [ -f "${dir:-.}/$1" ] && [ -x "${dir:-.}/$1" ] && '
+    "{ found=1; break; }; done\n"
+    "   IFS=$saved_ifs ;;\n"
+    "esac\n"
+    'if [ -z "$found" ]; then printf \'K%s!\' "$session"; exit 127; fi\n'
+    "printf 'K%s.' \"$session\"\n"
+    "{variable}=$session; export {variable}\n"
+    'exec "$@"\n'
+)
+
+# $1 the session id, $2 the grace period and $3 how long to wait for a process to appear, both in
+# tenths of a second; $4 the signals to send first (TERM, or HUP and TERM for a terminal).
+# `grep -l -z -x` reads each /proc/PID/environ and cmdline as NUL-separated
+# lines (GNU and busybox grep). The cmdline pattern is a bracket expression so that grep's own
+# command line (which holds the pattern) does not match it.
+_CLEANUP_TEMPLATE = (
+    "id=$1; grace=$2; appear=$3; signals=$4\n"
+    'rest=${id#?}; first=${id%"$rest"}\n'
+    "pids() {\n"
+    '  { grep -l -s -z -x -F "{variable}=$id" /proc/[0-9]*/environ\n'
+    '    grep -l -s -z -x -E "{marker}[$first]$rest" /proc/[0-9]*/cmdline\n'
+    "  } 2>/dev/null | sed -n 's|^/proc/\\([0-9]*\\)/.*|\\1|p' | sort -u\n"
+    "}\n"
+    "nap() { sleep 0.1 2>/dev/null || sleep 1; }\n"
+    "found=$(pids); waited=0\n"
+    'while [ -z "$found" ] && [ "$waited" -lt "$appear" ]; do '
+    "nap; waited=$((waited + 1)); found=$(pids); done\n"
+    'if [ -z "$found" ]; then echo none; exit 0; fi\n'
+    "for signal in $signals; do kill -$signal $found 2>/dev/null; done\n"
+    "waited=0\n"
+    'while [ "$waited" -lt "$grace" ]; do\n'
+    '  left=$(pids); if [ -z "$left" ]; then echo terminated; exit 0; fi\n'
+    "  nap; waited=$((waited + 1))\n"
+    "done\n"
+    'left=$(pids); if [ -z "$left" ]; then echo terminated; exit 0; fi\n'
+    "kill -KILL $left 2>/dev/null\n"
+    # KILL is delivered at once but a process takes a moment to die: report it once gone.
+    'waited=0; while [ -n "$(pids)" ] && [ "$waited" -lt 10 ]; do\n'
+    "  nap; waited=$((waited + 1))\n"
+    "done\n"
+    "echo killed\n"
+)
+
+
+def _fill(template: str) -> str:
+    return template.replace("{variable}", SESSION_ENVIRONMENT_VARIABLE).replace(
+        "{marker}", CLEANUP_MARKER
+    )
+
+
+_PROLOGUE = _fill(_PROLOGUE_TEMPLATE)
+_CLEANUP = _fill(_CLEANUP_TEMPLATE)
+# Both scripts are constant: their query encoding is computed here, once.
+quote_once(_PROLOGUE)
+quote_once(_CLEANUP)
+
+
+class StartMark(enum.Enum):
+    """What the prologue printed first."""
+
+    #: The command was found and is being ``exec``\\ ed.
+    STARTED = "."
+    #: ``ARGV[0]`` is not an executable: nothing ran (run it unsupervised for the real error).
+    MISSING = "!"
+
+
+class CleanupOutcome(enum.Enum):
+    """What the cleanup did (the audit event's ``cleanup`` field)."""
+
+    #: Nothing was left running.
+    NONE = "none"
+    #: Processes were left; TERM ended them within the grace period.
+    TERMINATED = "terminated"
+    #: Processes outlived the grace period; KILL ended them.
+    KILLED = "killed"
+    #: The cleanup exec failed or did not finish in time (logged; the outcome is unknown).
+    FAILED = "failed"
+    #: Not run: the image has no shell, so the command ran unsupervised (logged).
+    UNSUPERVISED = "unsupervised"
+
+
+def parse_cleanup_output(stdout: bytes, exit_code: int) -> CleanupOutcome:
+    """The cleanup script's verdict; :attr:`CleanupOutcome.FAILED` for anything else."""
+    text = stdout.decode("ascii", errors="replace").strip()
+    if exit_code == 0:
+        for outcome in (CleanupOutcome.NONE, CleanupOutcome.TERMINATED, CleanupOutcome.KILLED):
+            if text == outcome.value:
+                return outcome
+    return CleanupOutcome.FAILED
+
+
+def _tenths(seconds: float) -> str:
+    return str(max(0, round(seconds * 10)))
+
+
+@attrs.frozen(repr=False)
+class Supervision:
+    """One exec's supervision: its random id, the command that starts the user's argv under the
+    prologue, the mark to strip, and the cleanup command.
+
+    ``session_id`` is 16 lowercase hex digits, drawn at random by the caller (the core does
+    no I/O, randomness included): ``Supervision(secrets.token_hex(8))``.
+    """
+
+    session_id: str = attrs.field()
+    #: The user's ``ARGV[0]``, named in the error when the prologue finds it missing.
+    executable: str = ""
+
+    @session_id.validator
+    def _check_id(self, _attribute: attrs.Attribute[str], value: str) -> None:
+        if len(value) != 16 or value.strip("0123456789abcdef"):
+            raise ValueError("a supervision id is 16 lowercase hex digits")
+
+    def __repr__(self) -> str:
+        return f"Supervision({self.session_id!r}, executable={self.executable!r})"
+
+    @property
+    def missing_message(self) -> str:
+        """The error for an ``ARGV[0]`` the prologue did not find, for a session that was
+        handed over before the mark arrived and so cannot be re-run unsupervised to get the
+        runtime's own error. It says what kuber-exec's start check found, in kuber-exec's
+        words: no container runtime said it, so it does not borrow a runtime's wording."""
+        return (
+            f'the command did not start: kuber-exec\'s start check found no "{self.executable}" '
+            "on the container's $PATH (nothing ran)"
+        )
+
+    @property
+    def mark_length(self) -> int:
+        """The start mark's length in bytes: ``K``, the id, and ``.`` or ``!``."""
+        return len(self.session_id) + 2
+
+    def supervised_command(self, command: Sequence[str]) -> list[str]:
+        """The argv that runs ``command`` under the prologue (the user's argv is unchanged, as
+        ``$1``...)."""
+        return [SHELL, "-c", _PROLOGUE, CLEANUP_MARKER + self.session_id, *command]
+
+    def read_mark(self, head: bytes) -> StartMark | None:
+        """The mark that ``head`` (the first :attr:`mark_length` stdout bytes) is, or ``None``
+        when it is not this session's mark (a protocol error: not our prologue's output)."""
+        if len(head) != self.mark_length or head[:-1] != b"K" + self.session_id.encode("ascii"):
+            return None
+        try:
+            return StartMark(chr(head[-1]))
+        except ValueError:
+            return None
+
+    def cleanup_command(
+        self, *, grace: float, wait_for_start: float = 0.0, hangup: bool = False
+    ) -> list[str]:
+        """The argv of the cleanup exec: TERM to the session's processes (with ``hangup``, HUP
+        first, as a closed terminal sends: an interactive shell ignores TERM), KILL to those
+        left after ``grace`` seconds; first waiting up to ``wait_for_start`` seconds for one to
+        appear (when the start mark had not arrived: the command may still be starting).
+        Prints ``none``, ``terminated`` or ``killed`` (:func:`parse_cleanup_output`)."""
+        return [
+            SHELL,
+            "-c",
+            _CLEANUP,
+            "kuber-exec-cleanup",
+            self.session_id,
+            _tenths(grace),
+            _tenths(wait_for_start),
+            "HUP TERM" if hangup else "TERM",
+        ]
+
+
+def is_missing_shell(frame: Error) -> bool:
+    """Whether ``frame`` is the runtime's refusal to start :data:`SHELL` (an image without a
+    shell): a server-reported ``InternalError`` (500) whose message names the exec of the shell.
+    Both runc (``exec: "/bin/sh": stat /bin/sh: no such file or directory``) and the sandbox
+    (``exec: "/bin/sh": executable file not found in $PATH``) say it so."""
+    return (
+        frame.code is ExecErrorCode.FAILED
+        and frame.status_reason == "InternalError"
+        and frame.status_code == 500
+        and f'exec: "{SHELL}"' in frame.message
+        and ("no such file" in frame.message or "not found" in frame.message)
+    )
+
+
+def is_start_failure(frame: Error) -> bool:
+    """Whether ``frame`` is a server-reported failure to start the command at all (the runtime's
+    ``InternalError``, 500: a stopped container during a rollout, "unable to start container
+    process"): judged by the Status's structure, not its text. Safe to retry only when no output
+    and no start mark arrived before it (the caller checks)."""
+    return (
+        frame.code is ExecErrorCode.FAILED
+        and frame.status_reason == "InternalError"
+        and frame.status_code == 500
+    )

@@ -8,14 +8,14 @@ of the server's frames and the upgrade's answer are shared with the asyncio bind
 
 No task of its own: the task that awaits :meth:`TrioWebSocketTransport.receive` reads the socket
 and feeds the parser, so a message reaches the session's reader without a hand-over between
-tasks, and nothing reads the socket while nobody receives (that is the backpressure). The
-library (trio-websocket until issue 19) cost twice the instructions per 32 KiB message of this
-loop: a reader task and a channel per message, and a parser that copied each message several
-times (docs/benchmarks.md, "trio: where the time goes").
+tasks, and nothing reads the socket while nobody receives (that is the backpressure). A reader
+task and a channel per message, as a WebSocket library would have, cost twice the instructions
+per 32 KiB message of this loop (docs/benchmarks.md, "trio: where the time goes").
 """
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,6 +27,7 @@ from websockets.protocol import State
 
 from kuber_exec_anyio.transport import (
     MAX_SERVER_MESSAGE_BYTES,
+    NoDebugLogger,
     TransportClosed,
     TransportOptions,
     describe_error,
@@ -35,6 +36,7 @@ from kuber_exec_core import ExecError, ExecErrorCode
 from kuber_exec_core.channels import Message
 from kuber_exec_websocket import (
     CLOSE_NORMAL,
+    DROPPED,
     RECEIVE_BYTES,
     ReceivedFrames,
     UpgradeAnswer,
@@ -74,7 +76,7 @@ class TrioWebSocketTransport:
     @property
     def closing_handshake_done(self) -> bool:
         """Whether the server's Close frame arrived and our reply has been written, so the
-        shared close has nothing left to wait for (``kuber_exec_anyio._connection``)."""
+        shared close has nothing left to wait for (``kuber_exec_anyio._connection._connection``)."""
         return (
             self._received.closing_handshake_done
             and not self._write_lock.locked()
@@ -142,7 +144,7 @@ class TrioWebSocketTransport:
             else self._stream
         )
         transport.socket.close()
-        self._received.ended(TransportClosed(clean=False))
+        self._received.ended(DROPPED)
 
     # -- the receive path ----------------------------------------------------------------------
 
@@ -151,7 +153,7 @@ class TrioWebSocketTransport:
         try:
             data = await self._stream.receive_some(RECEIVE_BYTES)
         except _STREAM_ERRORS:
-            self._received.ended(TransportClosed(clean=False))
+            self._received.ended(DROPPED)
             return
         if data:
             self._received.receive_data(data)
@@ -192,7 +194,7 @@ class TrioWebSocketTransport:
                     try:
                         await self._stream.send_all(chunk)
                     except _STREAM_ERRORS:
-                        self._received.ended(TransportClosed(clean=False))
+                        self._received.ended(DROPPED)
                         raise TransportClosed(clean=False) from None
 
 
@@ -204,7 +206,13 @@ async def open_trio_transport(options: TransportOptions) -> AsyncIterator[TrioWe
         ExecError: ``EXEC_FAILED`` when the server cannot be reached or the handshake fails;
             the seed's mapping of a refused upgrade (``exec_upgrade_error``) otherwise.
     """
-    protocol, uri = open_protocol(options, "kuber_exec.trio.transport")
+    protocol, uri = open_protocol(
+        options.url,
+        subprotocols=options.subprotocols,
+        headers=options.headers,
+        logger=NoDebugLogger(logging.getLogger("kuber_exec.trio.transport")),
+        max_message_bytes=options.max_message_bytes,
+    )
     # One deadline for the connect and the upgrade's answer, as on asyncio.
     deadline = trio.current_time() + options.connect_timeout
     stream = await _connect(uri.host, uri.port, uri.secure, options.ssl_context, deadline)
@@ -228,7 +236,7 @@ async def open_trio_transport(options: TransportOptions) -> AsyncIterator[TrioWe
 
 async def _upgrade(protocol: ClientProtocol, stream: _Stream, options: TransportOptions) -> bytes:
     """Send the upgrade request and read its answer; return the bytes that came behind it."""
-    answer = UpgradeAnswer(protocol, options)
+    answer = UpgradeAnswer(protocol, options.subprotocols)
     try:
         for chunk in protocol.data_to_send():
             await stream.send_all(chunk)

@@ -6,27 +6,33 @@ Both runtime bindings move bytes their own way (``kuber_exec_trio`` reads in the
 and the messages the connection code wants: the upgrade request and what its answer means
 (:func:`open_protocol`, :class:`UpgradeAnswer`), and :class:`ReceivedFrames`, which parses the
 server's frames into whole messages, answers pings, matches pongs to pings and notes how the
-connection ended. The ``ClientProtocol`` writes every frame the client sends (masked).
+connection ended (:class:`ConnectionEnded`, which each binding turns into the async layer's
+``TransportClosed`` at its edge). The ``ClientProtocol`` writes every frame the client sends
+(masked).
 
-Nothing here awaits or imports a runtime: events a runtime must wake (a ping's pong, the
-server's Close) are handed in as objects with a ``set()`` method.
+Nothing here awaits or imports a runtime, nor the async layer: it depends on the core and
+``websockets``' sans-IO protocol only. Events a runtime must wake (a ping's pong, the server's
+Close) are handed in as objects with a ``set()`` method.
 """
 
 from __future__ import annotations
 
-from kuber_exec_websocket._received import ReceivedFrames, Wakeable
-from kuber_exec_websocket._upgrade import UpgradeAnswer, open_protocol
+from ._limits import CLOSE_NORMAL as CLOSE_NORMAL
+from ._limits import RECEIVE_BYTES as RECEIVE_BYTES
+from ._received import DROPPED as DROPPED
+from ._received import ConnectionEnded as ConnectionEnded
+from ._received import ReceivedFrames as ReceivedFrames
+from ._received import Wakeable as Wakeable
+from ._upgrade import UpgradeAnswer as UpgradeAnswer
+from ._upgrade import open_protocol as open_protocol
 
 __all__ = [
     "CLOSE_NORMAL",
+    "DROPPED",
     "RECEIVE_BYTES",
+    "ConnectionEnded",
     "ReceivedFrames",
     "UpgradeAnswer",
     "Wakeable",
     "open_protocol",
 ]
-
-#: What one read takes from the kernel at most: a syscall per 4 KiB (trio-websocket's default)
-#: was most of a transfer's cost; 256 KiB is asyncio's own read size.
-RECEIVE_BYTES = 256 * 1024
-CLOSE_NORMAL = 1000

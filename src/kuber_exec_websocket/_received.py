@@ -18,28 +18,43 @@ import itertools
 from collections import deque
 from typing import Protocol
 
+import attrs
 from websockets.client import ClientProtocol
 from websockets.protocol import State
 
-from kuber_exec_anyio.transport import (
-    CLOSE_MESSAGE_TOO_BIG,
-    MAX_SERVER_MESSAGE_BYTES,
-    TransportClosed,
-    message_too_big,
-)
 from kuber_exec_core.channels import Message
+from kuber_exec_core.transport import message_too_big
 
-__all__ = ["ReceivedFrames", "Wakeable"]
+from ._limits import (
+    CLOSE_INVALID_DATA,
+    CLOSE_MESSAGE_TOO_BIG,
+    CLOSE_PROTOCOL_ERROR,
+    MAX_CONTROL_PAYLOAD,
+    MAX_HEADER,
+    MAX_SERVER_MESSAGE_BYTES,
+)
+
+__all__ = ["DROPPED", "ConnectionEnded", "ReceivedFrames", "Wakeable"]
 
 _CONTINUATION, _TEXT, _BINARY, _CLOSE, _PING, _PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 _FIN = 0x80
 _RESERVED_BITS = 0x70
 _MASKED = 0x80
-_CLOSE_PROTOCOL_ERROR = 1002
-_CLOSE_INVALID_DATA = 1007
-#: The longest header of an unmasked frame: two bytes and a 64-bit length.
-_MAX_HEADER = 10
-_MAX_CONTROL_PAYLOAD = 125
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionEnded:
+    """How the connection ended: ``clean`` when the server's Close frame arrived; ``reason``
+    why, when the parser knows better than "closed" (a message over the size limit, a broken
+    protocol). A binding raises its runtime's end of the stream from it
+    (``kuber_exec_anyio.transport.TransportClosed``)."""
+
+    clean: bool
+    reason: str | None = None
+
+
+#: The connection dropped without a Close: the end of the stream, an abort, a broken socket.
+DROPPED = ConnectionEnded(clean=False)
 
 
 class Wakeable(Protocol):
@@ -55,11 +70,11 @@ class _Failure(Exception):
         super().__init__(what)
         self.code = code
         self.what = what  # said on the wire, in our Close frame
-        self.reason = reason  # said to the caller, in TransportClosed
+        self.reason = reason  # said to the caller, in the ConnectionEnded
 
 
 def _protocol_error(what: str) -> _Failure:
-    return _Failure(_CLOSE_PROTOCOL_ERROR, what, f"the server broke the WebSocket protocol: {what}")
+    return _Failure(CLOSE_PROTOCOL_ERROR, what, f"the server broke the WebSocket protocol: {what}")
 
 
 def _valid_close_code(code: int) -> bool:
@@ -89,10 +104,10 @@ class ReceivedFrames:
         #: Whole messages parsed and not yet taken (a read may carry many).
         self.messages: deque[Message] = deque()
         #: How the connection ended, once it has and every message before it was taken.
-        self.end: TransportClosed | None = None
+        self.end: ConnectionEnded | None = None
         #: Whether the server's Close frame arrived.
         self.close_seen = False
-        self._ending: TransportClosed | None = None
+        self._ending: ConnectionEnded | None = None
         self._max_message_bytes = max_message_bytes
         # The start of a frame that the last read cut short, and its length; once its header
         # is whole, the frame's first byte, header length, total length and _admit's answer.
@@ -130,7 +145,7 @@ class ReceivedFrames:
     def receive_eof(self) -> None:
         """The stream ended: cleanly only after the server's Close."""
         if self._ending is None:
-            self.ended(TransportClosed(clean=False))
+            self.ended(DROPPED)
 
     def _parse(self, data: bytes, pos: int) -> None:
         # Every whole frame in data from pos; the rest becomes the tail.
@@ -158,7 +173,7 @@ class ReceivedFrames:
         # data (its length when the frame is still not whole).
         if self._tail_frame is None:
             # The header itself was cut: at most 10 pieces to look at, once each read.
-            head = _first_bytes([*self._tail, memoryview(data)], _MAX_HEADER)
+            head = _first_bytes([*self._tail, memoryview(data)], MAX_HEADER)
             parsed = _read_header(head, 0)
             if parsed is None:
                 self._keep(data)
@@ -204,7 +219,7 @@ class ReceivedFrames:
                 raise _protocol_error(f"unknown opcode {opcode}")
             if not first & _FIN:
                 raise _protocol_error("a fragmented control frame")
-            if length > _MAX_CONTROL_PAYLOAD:
+            if length > MAX_CONTROL_PAYLOAD:
                 raise _protocol_error("a control frame over 125 bytes")
             return
         if opcode > _BINARY:
@@ -277,7 +292,7 @@ class ReceivedFrames:
                 payload[2:].decode()
             except UnicodeDecodeError:
                 raise _Failure(
-                    _CLOSE_INVALID_DATA,
+                    CLOSE_INVALID_DATA,
                     "invalid UTF-8 in the close reason",
                     "the server sent invalid UTF-8",
                 ) from None
@@ -296,14 +311,14 @@ class ReceivedFrames:
                 protocol.send_close(code)
         too_big = code == CLOSE_MESSAGE_TOO_BIG
         reason = message_too_big(self._max_message_bytes) if too_big else None
-        self.ended(TransportClosed(clean=True, reason=reason))
+        self.ended(ConnectionEnded(clean=True, reason=reason))
 
     def _fail(self, failure: _Failure) -> None:
         # RFC 6455 7.1.7: our Close with the code (when none went out yet), and nothing more
         # is read; the binding drops the connection once the Close is written.
         if self.protocol.state is State.OPEN:
             self.protocol.send_close(failure.code, failure.what)
-        self.ended(TransportClosed(clean=False, reason=failure.reason))
+        self.ended(ConnectionEnded(clean=False, reason=failure.reason))
 
     # -- messages and the end ------------------------------------------------------------------
 
@@ -317,7 +332,7 @@ class ReceivedFrames:
             self.end = self._ending
         return None
 
-    def ended(self, closed: TransportClosed) -> None:
+    def ended(self, closed: ConnectionEnded) -> None:
         """The connection is over (a Close, a failure, the end of the stream, an abort, a
         broken socket): the first reason stays; waiting pings wake."""
         if self._ending is None:
@@ -391,5 +406,5 @@ def _message(opcode: int, data: bytes) -> Message:
         return data.decode()
     except UnicodeDecodeError:
         raise _Failure(
-            _CLOSE_INVALID_DATA, "invalid UTF-8 in a text message", "the server sent invalid UTF-8"
+            CLOSE_INVALID_DATA, "invalid UTF-8 in a text message", "the server sent invalid UTF-8"
         ) from None

@@ -4,43 +4,49 @@
 from __future__ import annotations
 
 import functools
-import logging
 import re
+from collections.abc import Iterable, Sequence
 from typing import NoReturn
 
 from websockets.client import ClientProtocol
 from websockets.exceptions import InvalidHandshake, InvalidStatus
+from websockets.typing import LoggerLike
 from websockets.typing import Subprotocol as WebSocketSubprotocol
 from websockets.uri import WebSocketURI, parse_uri
 
-from kuber_exec_anyio.transport import NoDebugLogger, TransportOptions, describe_error
 from kuber_exec_core import ExecError, ExecErrorCode
 from kuber_exec_core.kube import exec_upgrade_error
+from kuber_exec_core.transport import describe_error
+
+from ._limits import MAX_RESPONSE_HEAD, MAX_SERVER_MESSAGE_BYTES
 
 __all__ = ["UpgradeAnswer", "open_protocol"]
 
 # A path and query that urllib would take as they are: RFC 3986's characters, without the
 # parameters (";"), the fragment ("#"), brackets, spaces and controls (which urllib drops).
 _PLAIN_PATH = re.compile(r"/[A-Za-z0-9\-._~%!$&'()*+,=:@/?]*")
-#: A response head longer than this is no API server's answer.
-_MAX_RESPONSE_HEAD = 64 * 1024
 _SWITCHING_PROTOCOLS = b"101"
 
 
 def open_protocol(
-    options: TransportOptions, logger_name: str
+    url: str,
+    *,
+    subprotocols: Sequence[str],
+    headers: Iterable[tuple[str, str]],
+    logger: LoggerLike,
+    max_message_bytes: int = MAX_SERVER_MESSAGE_BYTES,
 ) -> tuple[ClientProtocol, WebSocketURI]:
-    """A ``ClientProtocol`` for ``options`` with the upgrade request already queued (headers,
-    the token among them, included), and the parsed URI to connect to.
+    """A ``ClientProtocol`` for the upgrade to ``url`` (``http(s)://`` or ``ws(s)://``),
+    offering ``subprotocols`` in order, with the request already queued (``headers``, the token
+    among them, included), and the parsed URI to connect to.
 
-    ``websockets`` logs every handshake header at DEBUG, ``Authorization`` included: the
-    protocol logs through a :class:`~kuber_exec_anyio.transport.NoDebugLogger` named
-    ``logger_name``.
+    The protocol logs through ``logger``. ``websockets`` logs every handshake header at DEBUG,
+    ``Authorization`` included, so ``logger`` must never pass DEBUG records on: both bindings
+    give a :class:`~kuber_exec_anyio.transport.NoDebugLogger`.
 
     Raises:
         ExecError: ``EXEC_FAILED`` when the URL is not a WebSocket URL.
     """
-    url = options.url
     if url.startswith(("http://", "https://")):
         url = "ws" + url[len("http") :]
     try:
@@ -51,12 +57,12 @@ def open_protocol(
         ) from None
     protocol = ClientProtocol(
         uri,
-        subprotocols=[WebSocketSubprotocol(name) for name in options.subprotocols],
-        max_size=options.max_message_bytes,
-        logger=NoDebugLogger(logging.getLogger(logger_name)),
+        subprotocols=[WebSocketSubprotocol(name) for name in subprotocols],
+        max_size=max_message_bytes,
+        logger=logger,
     )
     request = protocol.connect()
-    for name, value in options.headers:
+    for name, value in headers:
         request.headers[name] = value
     protocol.send_request(request)
     return protocol, uri
@@ -101,9 +107,10 @@ class UpgradeAnswer:
     reported as the seed maps a refused upgrade.
     """
 
-    def __init__(self, protocol: ClientProtocol, options: TransportOptions) -> None:
+    def __init__(self, protocol: ClientProtocol, subprotocols: Sequence[str]) -> None:
+        """``subprotocols``: what the request offered, which a refusal's error names."""
         self._protocol = protocol
-        self._subprotocols = options.subprotocols
+        self._subprotocols = tuple(subprotocols)
         self._head = bytearray()
         self._refused = False
 
@@ -123,7 +130,7 @@ class UpgradeAnswer:
         head += data
         end = head.find(b"\r\n\r\n")
         if end < 0:
-            if len(head) > _MAX_RESPONSE_HEAD:
+            if len(head) > MAX_RESPONSE_HEAD:
                 raise ExecError(
                     ExecErrorCode.FAILED,
                     "The exec upgrade failed: the response's head is over 64 KiB",

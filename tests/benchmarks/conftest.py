@@ -9,20 +9,12 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
-import attrs
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from .fast_server_support import BENCHMARKS, FastServer
+
 sys.path.insert(0, str(BENCHMARKS))
-
-
-@attrs.frozen
-class FastServer:
-    url: str
-    pod: str
-    kubeconfig: str
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 
 from kuber_exec_core import ExecRequest, Exit, Stdin, Stdout, Workspace
 
-from .conftest import FastServer
+from .fast_server_support import FastServer
 
 pytestmark = pytest.mark.anyio
 

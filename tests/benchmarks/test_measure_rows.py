@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from .conftest import BENCHMARKS, FastServer
+from .fast_server_support import BENCHMARKS, FastServer
 
 ROWS = (
     "trio-bare",

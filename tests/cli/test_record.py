@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from .clirun import RUN_TIMEOUT_SECONDS, cli_env, run_cli
-from .test_tty import READY, SHELL, kuber_exec_in_pty
+from .pty_session import READY, SHELL, kuber_exec_in_pty
 
 
 def asciinema_cat(path: Path) -> bytes:

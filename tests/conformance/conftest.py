@@ -21,6 +21,7 @@ from kuber_exec_sandbox import (
     demo_cluster,
     run_sandbox_in_thread,
 )
+from support import backend_for
 
 from .cluster import conformance_cluster
 
@@ -44,10 +45,4 @@ async def service(adapter: ModuleType, sandbox: Sandbox) -> AsyncIterator[Any]:
         yield adapter.ExecService(backend)
 
 
-def backend_for(adapter: ModuleType, sandbox: Sandbox, **options: float) -> Any:
-    """The adapter's ``KubernetesBackend`` for ``sandbox`` (use it as an async context)."""
-    config = adapter.ClusterConfig(sandbox.url)
-    return adapter.KubernetesBackend(config, **options)
-
-
-__all__ = ["Cluster", "PodSpec", "backend_for"]
+__all__ = ["Cluster", "PodSpec"]

@@ -30,10 +30,9 @@ from kuber_exec_core import (
 from kuber_exec_core.limits import SessionLimits
 from kuber_exec_core.supervision import CleanupOutcome
 from kuber_exec_sandbox import STOPPED_CONTAINER
+from support import backend_for, eventually, open_fds
 
-from .conftest import backend_for
 from .proxy import FreezingProxy
-from .test_robustness import eventually, open_fds
 
 pytestmark = pytest.mark.anyio
 

@@ -27,8 +27,8 @@ import pytest
 from kuber_exec_core import ExecErrorCode, Workspace
 from kuber_exec_core.tar import SymlinkRule
 from kuber_exec_sandbox import Cluster, PodSpec, Sandbox, run_sandbox_in_thread
+from support import backend_for
 
-from .conftest import backend_for
 from .proxy import CuttingProxy
 
 pytestmark = pytest.mark.anyio

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from kuber_exec_core import ExecError, ExecErrorCode, ExecOutputLimitError, ExecRequest, Workspace
-
-from .conftest import backend_for
+from support import backend_for
 
 pytestmark = pytest.mark.anyio
 

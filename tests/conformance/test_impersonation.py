@@ -11,8 +11,7 @@ import pytest
 
 from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, Impersonation, Workspace
 from kuber_exec_sandbox import AccessRule, Sandbox, demo_cluster, run_sandbox_in_thread
-
-from .conftest import backend_for
+from support import backend_for
 
 pytestmark = pytest.mark.anyio
 

@@ -23,8 +23,7 @@ from kuber_exec_core import (
     Subprotocol,
     Workspace,
 )
-
-from .conftest import backend_for
+from support import backend_for
 
 pytestmark = pytest.mark.anyio
 

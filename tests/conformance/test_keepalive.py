@@ -12,13 +12,11 @@ from typing import Any
 import anyio
 import pytest
 
-from kuber_exec_anyio._keepalive import SharedKeepalive
+from kuber_exec_anyio._connection._keepalive import SharedKeepalive
 from kuber_exec_core import Exit, Stdin, Stdout
 from kuber_exec_sandbox import Sandbox
-
-from .conftest import backend_for
-from .test_execute import run
-from .test_robustness import eventually
+from support import backend_for, eventually
+from support import demo_request as run
 
 pytestmark = pytest.mark.anyio
 

@@ -14,9 +14,7 @@ import anyio
 import pytest
 
 from kuber_exec_core import ExecOutputLimitError, ExecRequest, Stdin, Stdout, Workspace
-
-from .conftest import backend_for
-from .test_robustness import eventually, open_fds, running_tasks
+from support import backend_for, eventually, open_fds, running_tasks
 
 pytestmark = pytest.mark.anyio
 
@@ -97,13 +95,17 @@ async def test_a_cancelled_caller_returns_at_once(
     adapter: Any, sandbox: Any, anyio_backend: str
 ) -> None:
     baseline_fds, baseline_tasks = open_fds(), running_tasks(anyio_backend)
+    baseline_processes = sandbox.live_processes
     async with backend_for(adapter, sandbox, **PATIENT) as backend:
         service = adapter.ExecService(backend)
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as tasks:
 
                 async def cancel_once_sending() -> None:
-                    await anyio.sleep(0.3)  # the command is running and stdin is blocked
+                    # Cancel once the command runs: it reads no stdin, so the sends of its
+                    # 10 MB block behind the pipe from the start.
+                    started = lambda: sandbox.live_processes > baseline_processes  # noqa: E731
+                    await eventually(started, "the command to start")
                     scope.cancel()
 
                 tasks.start_soon(cancel_once_sending)

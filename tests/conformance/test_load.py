@@ -15,8 +15,7 @@ import anyio
 import pytest
 
 from kuber_exec_core import ExecError, ExecRequest, Workspace
-
-from .test_robustness import open_fds
+from support import open_fds
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,7 @@ import pytest
 import trio
 
 from kuber_exec_core import Close, ExecError, ExecErrorCode, ExecRequest, Workspace
-
-from .conftest import backend_for
+from support import backend_for
 
 pytestmark = pytest.mark.anyio
 

@@ -34,8 +34,7 @@ from kuber_exec_core import (
     Stdout,
     Workspace,
 )
-
-from .conftest import backend_for
+from support import backend_for
 
 pytestmark = pytest.mark.anyio
 
@@ -341,7 +340,7 @@ class GatedSink:
 
 
 async def test_a_stuck_destination_holds_the_reader_back_with_bounded_memory() -> None:
-    from kuber_exec_anyio._recording import Recording, SessionRecorder
+    from kuber_exec_anyio._audit._recording import Recording, SessionRecorder
 
     sink = GatedSink()
     recorder = SessionRecorder(Recording(destination=sink), "yes", tty=True)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
 import tracemalloc
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -14,8 +11,8 @@ import pytest
 
 from kuber_exec_core import Error, ExecErrorCode, ExecRequest, Stdin, Stdout, Workspace
 from kuber_exec_sandbox import demo_cluster, run_sandbox_in_thread
+from support import backend_for, eventually, open_fds, running_tasks
 
-from .conftest import backend_for
 from .proxy import FreezingProxy
 
 pytestmark = pytest.mark.anyio
@@ -25,18 +22,6 @@ def run(*command: str) -> ExecRequest:
     return ExecRequest(
         workspace=Workspace(project="demo", uid="demo-uid"), deployment="web", command=list(command)
     )
-
-
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-async def eventually(condition: Callable[[], bool], what: str) -> None:
-    """Wait (bounded) for ``condition``: the server side cleans up on its own thread."""
-    with anyio.fail_after(10):
-        while not condition():  # noqa: ASYNC110 - the condition lives in another thread
-            await anyio.sleep(0.01)
-    assert condition(), what
 
 
 class CancellingBackend:
@@ -99,11 +84,6 @@ class _Connection:
     async def receive_message(self) -> Any:
         await self._owner._point()
         return await self._connection.receive_message()
-
-
-def running_tasks(anyio_backend: str) -> set[asyncio.Task[object]]:
-    """The asyncio tasks alive now (trio's structured concurrency needs no such check)."""
-    return asyncio.all_tasks() if anyio_backend == "asyncio" else set()
 
 
 async def test_cancellation_at_every_await_point_of_execute(

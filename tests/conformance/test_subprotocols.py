@@ -21,8 +21,7 @@ from kuber_exec_core import (
     Workspace,
 )
 from kuber_exec_sandbox import Sandbox, demo_cluster, run_sandbox_in_thread
-
-from .conftest import backend_for
+from support import backend_for
 
 pytestmark = pytest.mark.anyio
 

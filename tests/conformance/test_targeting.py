@@ -129,7 +129,7 @@ async def test_match_expressions_select_pods(service: Any) -> None:
 
 
 async def test_limits_apply_before_any_request(adapter: Any, sandbox: Any) -> None:
-    from .conftest import backend_for
+    from support import backend_for
 
     async with backend_for(adapter, sandbox) as backend:
         service = adapter.ExecService(backend, ExecLimits(max_command_arguments=1))

@@ -316,7 +316,8 @@ async def test_a_connection_cancelled_in_its_tls_handshake_is_closed(
     adapter: Any, reader: Any, clients: int, tmp_path: Path
 ) -> None:
     # Cancelled while the server holds the ClientHello unanswered, each TLS client closes its
-    # socket at once; httpcore alone leaves it to the garbage collector (_http_network).
+    # socket at once; httpcore alone leaves it to the garbage collector
+    # (kuber_exec_anyio._kubernetes._http_network).
     holder = _HandshakeHolder(clients)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from kuber_exec_anyio import _rest
+from kuber_exec_anyio._kubernetes import _rest
 from kuber_exec_anyio.transport import TransportOptions, WebSocketTransport
 from kuber_exec_core import (
     ExecError,

@@ -1,5 +1,5 @@
-"""``ExecError``: its structured fields (the HTTP status and the Status's reason and code), kept by
-pickling and shown by the repr only when set."""
+"""``ExecError``: its structured fields (the HTTP status, the Status's reason and code, the rule it
+reports), kept by pickling and shown by the repr only when set."""
 
 from __future__ import annotations
 
@@ -8,9 +8,21 @@ import pickle
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kuber_exec_core import ExecError, ExecErrorCode, ExecOutputLimitError
+from kuber_exec_core import (
+    ExecError,
+    ExecErrorCode,
+    ExecLimits,
+    ExecOutputLimitError,
+    ExecRequest,
+    Workspace,
+)
+from kuber_exec_core.kube import TargetRefusal
+from kuber_exec_core.validation import InvalidRule
 
 optional_status = st.none() | st.integers(min_value=100, max_value=599)
+REQUEST = ExecRequest(
+    workspace=Workspace(project="team-a", uid="u-1"), deployment="web", command=("true",)
+)
 
 
 def test_code_and_message_alone_still_construct_it() -> None:
@@ -78,3 +90,19 @@ def test_a_subclass_keeps_its_own_fields_through_pickling() -> None:
         ExecErrorCode.OUTPUT_LIMIT,
     )
     assert error.http_status is None
+
+
+def test_an_error_carries_its_rule_and_of_reads_it_not_the_text() -> None:
+    limits = ExecLimits()
+    error = InvalidRule.ARGUMENT_COUNT.error(limits)
+    assert error.rule is InvalidRule.ARGUMENT_COUNT
+    assert InvalidRule.of(error, limits) is InvalidRule.ARGUMENT_COUNT
+    assert TargetRefusal.of(error, REQUEST) is None
+    assert repr(error).endswith(", rule=InvalidRule.ARGUMENT_COUNT)")
+    # The same code and wording without the rule reports none: the text decides nothing.
+    assert InvalidRule.of(ExecError(error.code, error.message), limits) is None
+    copy = pickle.loads(pickle.dumps(error))
+    assert copy.rule is InvalidRule.ARGUMENT_COUNT
+    refused = TargetRefusal.NOT_OWNED.error(REQUEST)
+    assert (refused.rule, TargetRefusal.of(refused, REQUEST)) == (TargetRefusal.NOT_OWNED,) * 2
+    assert InvalidRule.of(refused, limits) is None

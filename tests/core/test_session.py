@@ -38,26 +38,10 @@ from kuber_exec_core.state import (
     SessionState,
 )
 
+from .session_support import FUZZ_EXAMPLES, drain, frame
+
 ABORTED = (ExecErrorCode.ABORTED, "Exec request was aborted")
-#: The server-bytes fuzz properties (the two here, the two in test_status_stream): under the ci
-#: profile (250 examples) ten times as many, 2,500 each, 10,000 in total; locally three times.
-_PROFILE_EXAMPLES = settings().max_examples
-FUZZ_EXAMPLES = _PROFILE_EXAMPLES * (10 if _PROFILE_EXAMPLES >= 250 else 3)
 V5 = Subprotocol.V5
-
-
-def frame(channel: int, payload: bytes, subprotocol: Subprotocol = V5) -> bytes | str:
-    return kt.frame_message(subprotocol, channel, payload)
-
-
-def drain(session: ExecSession) -> list[ServerFrame | SessionSignal]:
-    """Every event up to and including the first signal."""
-    events: list[ServerFrame | SessionSignal] = []
-    while True:
-        event = session.next_event()
-        events.append(event)
-        if isinstance(event, SessionSignal):
-            return events
 
 
 def refused(session: ExecSession, client_frame: ClientFrame) -> tuple[ExecErrorCode, str]:

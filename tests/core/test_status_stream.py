@@ -27,7 +27,7 @@ from kuber_exec_core.channels import decode_message
 from kuber_exec_core.server import status_exit_code, status_failure, status_success
 from kuber_exec_core.state import SessionSignal
 
-from .test_session import FUZZ_EXAMPLES, drain, frame
+from .session_support import FUZZ_EXAMPLES, drain, frame
 
 WITH_STATUS = [kt.StatusKind.NON_ZERO_EXIT, kt.StatusKind.INTERNAL_ERROR, kt.StatusKind.SUCCESS]
 

@@ -70,7 +70,7 @@ def _forbidden(name: str) -> bool:
     return any(".".join(parts[: i + 1]) in FORBIDDEN for i in range(len(parts)))
 
 
-CORE_FILES = sorted(CORE.glob("*.py"))
+CORE_FILES = sorted(CORE.rglob("*.py"))  # the tar package too
 
 
 def test_the_scan_sees_every_module() -> None:
@@ -81,7 +81,7 @@ def test_the_scan_sees_every_module() -> None:
     assert _imported_modules(CORE / "_kube_api.py") >= {"json", "urllib.parse"}
 
 
-@pytest.mark.parametrize("path", CORE_FILES, ids=[p.name for p in CORE_FILES])
+@pytest.mark.parametrize("path", CORE_FILES, ids=[str(p.relative_to(CORE)) for p in CORE_FILES])
 def test_core_modules_import_no_io(path: Path) -> None:
     imported = _imported_modules(path)
     assert "__import__" not in imported
@@ -137,28 +137,18 @@ def test_testing_module_surface() -> None:
      ("decode_message", "channels"), ("DEFAULT_OUTPUT_CAP_BYTES", "limits"),
      ("validate_request", "validation")],
 )  # fmt: skip
-def test_names_that_moved_still_resolve_with_a_warning(name: str, home: str) -> None:
+def test_specialised_names_live_in_their_submodule_only(name: str, home: str) -> None:
     import importlib
 
-    with pytest.warns(DeprecationWarning, match=f"kuber_exec_core.{home}.{name}"):
-        value = getattr(kuber_exec_core, name)
-    assert value is getattr(importlib.import_module(f"kuber_exec_core.{home}"), name)
+    assert name in importlib.import_module(f"kuber_exec_core.{home}").__all__
     assert name not in kuber_exec_core.__all__
-
-
-def test_every_moved_name_is_public_in_its_home() -> None:
-    import importlib
-
-    moved: dict[str, tuple[str, ...]] = kuber_exec_core._MOVED
-    for home, names in moved.items():
-        module = importlib.import_module(f"kuber_exec_core.{home}")
-        assert sorted(set(names) - set(module.__all__)) == [], home
-        assert sorted(set(names) & set(kuber_exec_core.__all__)) == [], home
+    with pytest.raises(AttributeError, match=f"no attribute '{name}'"):
+        getattr(kuber_exec_core, name)
 
 
 @pytest.mark.parametrize(
     "name",
-    # Public in a submodule, but never top-level: not "moved", simply not here.
+    # Public in a submodule, never top-level.
     ["Guard", "GUARDS", "GUARD_REFUSALS", "TERMINAL_STATES", "MAX_TERMINAL_DIMENSION",
      "CLOSE_STDIN_PAYLOAD", "InvalidRule", "TargetRefusal", "no_such_name"],
 )  # fmt: skip

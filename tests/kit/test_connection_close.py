@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from kuber_exec_anyio._connection import open_exec_connection
+from kuber_exec_anyio._connection._connection import open_exec_connection
 from kuber_exec_anyio.transport import TransportClosed, TransportOptions
 from kuber_exec_core import Subprotocol
 from kuber_exec_core.channels import Message

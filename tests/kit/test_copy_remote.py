@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kuber_exec_anyio import CopyProblem
-from kuber_exec_anyio._copy_local import archive_pieces, archive_size, list_tree
-from kuber_exec_anyio._copy_remote import parse_summary, problem_of, remote_parent
+from kuber_exec_anyio._copy._local import archive_pieces, archive_size, list_tree
+from kuber_exec_core.copy import parse_summary, problem_of, remote_parent
 
 
 @pytest.mark.parametrize(

@@ -78,7 +78,9 @@ from kuber_exec_core import (
     Stdout,
     Subprotocol,
 )
+from support import eventually
 
+from .cri_exchange import binary, exchange
 from .cri_runtime import CriRuntime
 from .runtime_backend import (
     CONTAINER,
@@ -90,7 +92,6 @@ from .runtime_backend import (
     RuntimeBackend,
     request,
 )
-from .test_cri_harness import binary, exchange
 
 pytestmark = pytest.mark.anyio
 
@@ -194,19 +195,6 @@ async def read_until_match(session: Any, pattern: re.Pattern[bytes]) -> re.Match
                 return found
     ended = "15 s passed" if waited.cancelled_caught else "the session ended"
     raise AssertionError(f"{ended} before {pattern.pattern!r}: {seen!r}")
-
-
-POLL_INTERVAL = 0.02
-POLL_ATTEMPTS = 500  # 10 s
-
-
-async def eventually(condition: Callable[[], bool], what: str) -> None:
-    """Bounded polling of ``condition``: /proc and logs have no event to wait on."""
-    for _ in range(POLL_ATTEMPTS):
-        if condition():
-            return
-        await anyio.sleep(POLL_INTERVAL)
-    raise AssertionError(f"timed out after {POLL_INTERVAL * POLL_ATTEMPTS:g} s waiting for {what}")
 
 
 def open_fds() -> set[str]:
@@ -391,6 +379,11 @@ async def test_v4_session_refuses_stdin_eof_clearly_and_stays_usable(service: An
     # v4's only way to end the input: closing the connection. containerd then closes the
     # process's stdin, cat reads EOF, and the shell exits.
     await eventually(lambda: not processes_with_argv(argv), "the remote cat to exit")
+
+
+#: How often and how many times until_terminal_size asks the terminal its size (10 s).
+POLL_INTERVAL = 0.02
+POLL_ATTEMPTS = 500
 
 
 async def until_terminal_size(session: Any, rows: int, columns: int) -> None:

@@ -54,18 +54,14 @@ these tests and a raw-socket probe (``http://127.0.0.1:PORT/exec/TOKEN`` URLs fr
 from __future__ import annotations
 
 import base64
-import contextlib
-import inspect
 import json
 import os
 import socket
-from typing import Any
 
 import pytest
-from websockets.exceptions import ConnectionClosedOK, InvalidHandshake, InvalidStatus
-from websockets.sync.client import connect
-from websockets.typing import Subprotocol
+from websockets.exceptions import InvalidHandshake, InvalidStatus
 
+from .cri_exchange import binary, exchange
 from .cri_runtime import CriRuntime
 
 V4 = "v4.channel.k8s.io"
@@ -73,38 +69,6 @@ V4_BASE64 = "v4.base64.channel.k8s.io"
 BASE64 = "base64.channel.k8s.io"
 CHANNEL = "channel.k8s.io"
 SUCCESS = {"metadata": {}, "status": "Success"}
-
-# websockets >= 15 honours HTTP(S)_PROXY for ws:// URLs; these URLs are loopback-only.
-_NO_PROXY: dict[str, Any] = (
-    {"proxy": None} if "proxy" in inspect.signature(connect).parameters else {}
-)
-
-
-def ws_url(http_url: str) -> str:
-    assert http_url.startswith("http://"), http_url
-    return "ws://" + http_url.removeprefix("http://")
-
-
-def exchange(url: str, protocols: list[str]) -> tuple[str | None, list[bytes | str], int | None]:
-    """Connect, read every message until the server closes; return (subprotocol, messages, code)."""
-    with connect(
-        ws_url(url),
-        subprotocols=[Subprotocol(p) for p in protocols],
-        compression=None,
-        open_timeout=10,
-        close_timeout=5,
-        **_NO_PROXY,
-    ) as ws:
-        messages: list[bytes | str] = []
-        with contextlib.suppress(ConnectionClosedOK):
-            while True:
-                messages.append(ws.recv(timeout=30))
-        return ws.subprotocol, messages, ws.close_code
-
-
-def binary(messages: list[bytes | str]) -> list[bytes]:
-    assert all(isinstance(m, bytes) for m in messages), messages
-    return [m for m in messages if isinstance(m, bytes)]
 
 
 def test_v4_echo_hello(cri_runtime: CriRuntime) -> None:

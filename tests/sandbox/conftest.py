@@ -15,14 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-from kuber_exec_sandbox import Cluster, Sandbox, demo_cluster, serve_sandbox
-
-
-def ready_web_pod(cluster: Cluster) -> str:
-    """The name of the demo's ready ``web`` pod."""
-    web = cluster.deployment("demo", "web")
-    assert web is not None
-    return next(p.name for p in cluster.pods_of(web) if p.ready)
+from kuber_exec_sandbox import Sandbox, demo_cluster, serve_sandbox
 
 
 @pytest.fixture

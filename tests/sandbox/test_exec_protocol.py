@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from urllib.parse import quote, urlencode
 
 import pytest
 import trio
@@ -13,18 +12,11 @@ from kuber_exec_core import Error, Exit, Subprotocol
 from kuber_exec_core.channels import Channel, decode_message, encode_message, parse_status
 from kuber_exec_core.server import MAX_CLIENT_FRAME_BYTES
 from kuber_exec_sandbox import Sandbox, demo_cluster, serve_sandbox
+from support.sandbox import exec_target, ready_web_pod
 
-from .conftest import ready_web_pod
 from .wsclient import RawWebSocket, Rejected, connect
 
 V5, V4 = Subprotocol.V5, Subprotocol.V4
-
-
-def exec_target(pod: str, command: list[str], *, namespace: str = "demo", **flags: str) -> str:
-    query = [("command", c) for c in command] + list(flags.items())
-    return (
-        f"/api/v1/namespaces/{namespace}/pods/{quote(pod)}/exec?{urlencode(query, quote_via=quote)}"
-    )
 
 
 async def open_exec(

@@ -17,8 +17,7 @@ import pytest
 import trio
 
 from kuber_exec_sandbox import Sandbox
-
-from .conftest import ready_web_pod
+from support.sandbox import ready_web_pod
 
 pytestmark = pytest.mark.kubectl
 

@@ -1,6 +1,6 @@
 """Never more than N live slots, whatever the interleaving: the Lease store as a pure model.
 
-Model replicas run the slot protocol of ``kuber_exec_anyio._lease_slots`` (the core's
+Model replicas run the slot protocol of ``kuber_exec_anyio._kubernetes._lease_slots`` (the core's
 ``slot_names``, ``lease_body``, ``is_expired``) against the sandbox's ``LeaseStore``, one store
 call per step; hypothesis picks which replica steps next, when the clock moves and which replica
 dies (stops without releasing). After every step: no slot has two live holders, and no more

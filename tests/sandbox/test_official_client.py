@@ -18,8 +18,7 @@ from kubernetes import client, config
 from kubernetes.stream import stream
 
 from kuber_exec_sandbox import Sandbox, run_sandbox_in_thread
-
-from .conftest import ready_web_pod
+from support.sandbox import ready_web_pod
 
 # (sandbox offers v5, client offer override, expected subprotocol)
 MODES = [

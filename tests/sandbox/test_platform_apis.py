@@ -10,8 +10,7 @@ import httpx
 import pytest
 
 from kuber_exec_sandbox import AccessRule, Sandbox, demo_cluster, run_sandbox_in_thread
-
-from .conftest import ready_web_pod
+from support.sandbox import ready_web_pod
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/platform/leases"
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"

@@ -20,8 +20,7 @@ from kuber_exec_core.kube import (
     parse_replica_set,
 )
 from kuber_exec_sandbox import Cluster, PodSpec, Sandbox, demo_cluster, run_sandbox_in_thread
-
-from .conftest import ready_web_pod
+from support.sandbox import ready_web_pod
 
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 

@@ -23,9 +23,8 @@ from kuber_exec_sandbox import (
     run_sandbox_in_thread,
     serve_sandbox,
 )
+from support.sandbox import exec_target, ready_web_pod
 
-from .conftest import ready_web_pod
-from .test_exec_protocol import exec_target
 from .wsclient import RawWebSocket, Rejected, connect
 
 

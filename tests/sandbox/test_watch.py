@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -12,6 +11,7 @@ import httpx
 import pytest
 
 from kuber_exec_sandbox import Cluster, PodSpec, Sandbox, run_sandbox_in_thread
+from support import eventually
 
 PODS = "/api/v1/namespaces/w/pods"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/w/deployments"
@@ -276,14 +276,6 @@ def test_listeners_hear_every_touch_until_removed() -> None:
     assert len(heard) == 2
 
 
-def until(condition: Callable[[], bool]) -> None:
-    """Wait (bounded) for ``condition``: the server runs on its own thread."""
-    deadline = time.monotonic() + 10
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def test_a_watch_ends_when_its_client_goes_even_without_bookmarks(
     served: tuple[Sandbox, httpx.Client],
 ) -> None:
@@ -293,6 +285,6 @@ def test_a_watch_ends_when_its_client_goes_even_without_bookmarks(
         query = {"watch": "1", "resourceVersion": version}  # no bookmarks: a silent stream
         with other.stream("GET", PODS, params=query) as response:
             assert response.status_code == 200
-            until(lambda: sandbox.open_watches == 1)
+            eventually(lambda: sandbox.open_watches == 1, "the watch to open")
     # The client closed its connection and nothing happened in the cluster since.
-    until(lambda: sandbox.open_watches == 0)
+    eventually(lambda: sandbox.open_watches == 0, "the watch to end")

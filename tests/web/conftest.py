@@ -8,18 +8,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import pytest
 
-from kuber_exec_anyio import ExecRequest, Workspace
 from kuber_exec_sandbox import Sandbox, demo_cluster, run_sandbox_in_thread
 
-DEMO = Workspace(project="demo", uid="demo-uid")
 WEB_PACKAGE = Path(__file__).resolve().parents[2] / "src" / "kuber_exec_web"
 
 
@@ -45,19 +40,7 @@ def _xterm_installed() -> None:
     )
 
 
-def run(*command: str, deployment: str = "web") -> ExecRequest:
-    """A request of the demo workspace."""
-    return ExecRequest(workspace=DEMO, deployment=deployment, command=list(command))
-
-
 @pytest.fixture(scope="session")
 def sandbox() -> Iterator[Sandbox]:
     with run_sandbox_in_thread(demo_cluster()) as running:
         yield running
-
-
-@asynccontextmanager
-async def service_for(adapter: ModuleType, sandbox: Sandbox, **options: Any) -> AsyncIterator[Any]:
-    """The adapter's ``ExecService`` on ``sandbox``, with ``options`` (audit, session_limits)."""
-    async with adapter.KubernetesBackend(adapter.ClusterConfig(sandbox.url)) as backend:
-        yield adapter.ExecService(backend, **options)

@@ -10,7 +10,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import httpx
@@ -32,13 +32,15 @@ from kuber_exec_web import (
     create_app,
     token_authorizer,
 )
+from support import DEMO
+from support.web import TOKEN
+from support.web import control as _control
+from support.web import output_until as _output_until
+from support.web import terminal as _terminal
 
 from .app_server import DemoProcess, IdleCuttingProxy, serve_app
-from .conftest import DEMO
 
 pytestmark = pytest.mark.anyio
-
-TOKEN = "s3cret-token-for-tests"
 
 
 @pytest.fixture
@@ -96,38 +98,6 @@ def test_bad_options_are_exec_invalid_like_every_constructors(
     with pytest.raises(ExecError) as caught:
         create_app(service, token_authorizer(TOKEN, DEMO), **options)
     assert (caught.value.code, caught.value.message) == (ExecErrorCode.INVALID, message)
-
-
-def _terminal(
-    address: str, query: str = "deployment=web", token: str | None = TOKEN, **options: Any
-) -> Any:
-    protocols = [Subprotocol(PROTOCOL)]
-    if token is not None:
-        protocols.append(Subprotocol(f"bearer.{token}"))
-    options.setdefault("origin", Origin(f"http://{address}"))
-    return connect(f"ws://{address}/ws?{query}", subprotocols=protocols, **options)
-
-
-async def _control(ws: ClientConnection) -> dict[str, Any]:
-    """The next JSON message, skipping output and pings."""
-    while True:
-        message = await ws.recv()
-        if isinstance(message, str):
-            value = cast(dict[str, Any], json.loads(message))
-            if value["type"] != "ping":
-                return value
-
-
-async def _output_until(ws: ClientConnection, needle: bytes) -> bytes:
-    received = b""
-    while needle not in received:
-        message = await ws.recv()
-        if isinstance(message, bytes):
-            received += message
-            await ws.send(json.dumps({"type": "ack", "bytes": len(message)}))
-        elif json.loads(message)["type"] in ("exit", "error"):
-            raise AssertionError(f"ended before {needle!r}: {message} after {received!r}")
-    return received
 
 
 async def _count_pings_until_closed(ws: ClientConnection) -> int:

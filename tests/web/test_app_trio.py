@@ -14,8 +14,7 @@ from trio_websocket import open_websocket_url
 import kuber_exec_trio as adapter
 from kuber_exec_sandbox import Sandbox
 from kuber_exec_web import PROTOCOL, create_app, token_authorizer
-
-from .conftest import DEMO
+from support import DEMO
 
 pytestmark = pytest.mark.anyio
 TOKEN = "trio-test-token"

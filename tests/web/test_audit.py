@@ -23,8 +23,9 @@ from kuber_exec_anyio import (
     Stdin,
 )
 from kuber_exec_sandbox import Sandbox
-
-from .conftest import DEMO, run, service_for
+from support import DEMO
+from support import demo_request as run
+from support.web import service_for
 
 
 @pytest.mark.anyio

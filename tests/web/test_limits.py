@@ -22,8 +22,8 @@ from kuber_exec_anyio import (
 from kuber_exec_core.limits import SessionLimits as CoreSessionLimits
 from kuber_exec_core.state import LOCAL_END_REFUSAL, REFUSALS, SessionInput, SessionState
 from kuber_exec_sandbox import Sandbox
-
-from .conftest import run, service_for
+from support import demo_request as run
+from support.web import service_for
 
 
 @pytest.mark.anyio

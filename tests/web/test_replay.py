@@ -21,14 +21,16 @@ import kuber_exec_asyncio as adapter
 from kuber_exec_asyncio import AuditEvent, Workspace
 from kuber_exec_sandbox import Sandbox
 from kuber_exec_web import TerminalRefused, TerminalRequest, create_app
+from support import DEMO
+from support.web import TOKEN
+from support.web import control as _control
+from support.web import output_until as _output_until
+from support.web import terminal as _terminal
 
 from .app_server import serve_app
-from .conftest import DEMO
-from .test_app import _control, _output_until, _terminal
 
 pytestmark = pytest.mark.anyio
 
-TOKEN = "s3cret-token-for-tests"
 OTHER_TOKEN = "another-workspaces-token"
 OTHER = Workspace(project="demo", uid="other-uid")
 SEEN: list[TerminalRequest] = []

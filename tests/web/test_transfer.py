@@ -9,7 +9,7 @@ import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import attrs
@@ -24,9 +24,10 @@ from kuber_exec_asyncio.testing import MemoryBackend
 from kuber_exec_core.kube import ApiResponse
 from kuber_exec_sandbox import Sandbox
 from kuber_exec_web import PROTOCOL, TerminalGrant, TerminalRefused, TerminalRequest, create_app
+from support import DEMO
+from support.web import control as _control
 
 from .app_server import serve_app
-from .conftest import DEMO
 
 pytestmark = pytest.mark.anyio
 
@@ -104,15 +105,6 @@ async def served(sandbox: Sandbox) -> AsyncIterator[Served]:
                 yield running
             finally:
                 await running.http.aclose()
-
-
-async def _control(ws: ClientConnection) -> dict[str, Any]:
-    while True:
-        message = await ws.recv()
-        if isinstance(message, str):
-            value = cast(dict[str, Any], json.loads(message))
-            if value["type"] != "ping":
-                return value
 
 
 async def _run(ws: ClientConnection, line: str) -> None:

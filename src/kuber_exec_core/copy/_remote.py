@@ -1,0 +1,228 @@
+"""The commands a copy runs in the container, and how their output is read.
+
+Every copy is one or more ordinary execs of ``sh -c SCRIPT sh ARG...``: the scripts are fixed
+text and every path travels as an argument, never spliced into the script, so no name can be
+interpreted by the shell. They need a POSIX ``sh`` and what busybox has (``head -c``,
+``tail -c +N``, ``tee``, ``wc``); ``tar`` only for directories and ``sha256sum`` only to compare
+checksums. ``LC_ALL=C`` keeps the tools' error messages in English, so that :func:`problem_of`
+can tell "no space left" from "permission denied".
+
+The checksum of a tree is taken of the tar stream itself, in the same pass: ``tee /dev/fd/N``
+hands a copy of the stream to ``sha256sum`` (or ``wc -c`` without it), so the archive is read
+once, and the summary comes back as ``kx-sum=<value>`` on stderr, with ``kx-tar=<status>``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+import attrs
+
+from ._problems import CopyError, CopyProblem
+
+__all__ = [
+    "Probe",
+    "Summary",
+    "download_file_command",
+    "download_tree_command",
+    "first_line",
+    "parse_probe",
+    "parse_summary",
+    "probe_command",
+    "problem_of",
+    "remote_parent",
+    "upload_file_command",
+    "upload_tree_command",
+]
+
+_PROBE = """export LC_ALL=C
+p=$1
+if [ -d "$p" ]; then k=dir; elif [ -f "$p" ]; then k=file
+elif [ -e "$p" ] || [ -L "$p" ]; then k=other; else k=missing; fi
+if [ -d "$2" ]; then q=dir; elif [ -e "$2" ]; then q=other; else q=missing; fi
+t=0; command -v tar >/dev/null 2>&1 && t=1
+s=0; command -v sha256sum >/dev/null 2>&1 && s=1
+r=0; [ -r "$p" ] && r=1
+w=0; [ -w "$p" ] && w=1
+n=-1; if [ "$k" = file ] && [ "$r" = 1 ]; then n=$(wc -c < "$p"); fi
+echo "kind=$k parent=$q tar=$t sha256sum=$s readable=$r writable=$w size=$((n))"
+"""
+
+# $1 the file, $2 its size. The redirection fails before head reads anything when the file
+# cannot be created; head -c delimits the upload by size (v4 cannot close stdin).
+_UPLOAD_FILE = """export LC_ALL=C
+head -c "$2" > "$1" || exit 3
+[ -n "$3" ] && chmod "$3" "$1"
+echo "kx-size=$(($(wc -c < "$1")))" >&2
+if command -v sha256sum >/dev/null 2>&1; then
+  sha256sum < "$1" | { read h _; echo "kx-sum=$h" >&2; }
+fi
+"""
+
+# $1 the directory to extract into (made if missing), $2 the archive's size. The archive goes
+# through tee to the summer in the same pass (see the module's description).
+_UPLOAD_TREE = """export LC_ALL=C
+[ -d "$1" ] || mkdir -- "$1" || exit 3
+st=$( { { head -c "$2" | tee /dev/fd/5 | tar xf - -C "$1" >&2; echo $? >&6; } 5>&1 \
+  | SUMMER | { read h _; echo "kx-sum=$h"; } >&2; } 6>&1 )
+echo "kx-tar=$st" >&2
+[ "$st" = 0 ]
+"""
+
+# $1 the directory. The stream is on stdout (fd 4, kept aside), its summary on stderr.
+_DOWNLOAD_TREE = """export LC_ALL=C
+cd -- "$1" || exit 3
+exec 4>&1
+st=$( { { tar cf - . 4>&-; echo $? >&6; } | tee /dev/fd/4 \
+  | SUMMER | { read h _; echo "kx-sum=$h"; } >&2; } 6>&1 )
+echo "kx-tar=$st" >&2
+[ "$st" = 0 ]
+"""
+
+# $1 the file, $2 the first byte to send (1-based: tail -c +N, which resumes a download).
+_DOWNLOAD_FILE = """export LC_ALL=C
+tail -c +"$2" -- "$1" || exit 3
+if command -v sha256sum >/dev/null 2>&1; then
+  sha256sum < "$1" | { read h _; echo "kx-sum=$h" >&2; }
+fi
+"""
+
+_SUMMERS = {True: "sha256sum", False: "wc -c"}
+
+
+def _sh(script: str, *arguments: str) -> tuple[str, ...]:
+    return ("sh", "-c", script, "sh", *arguments)
+
+
+def probe_command(path: str) -> tuple[str, ...]:
+    """What ``path`` is, and what tools the container has: one line of ``key=value``."""
+    return _sh(_PROBE, path, remote_parent(path))
+
+
+def upload_file_command(path: str, size: int, mode: int | None) -> tuple[str, ...]:
+    """Write the next ``size`` bytes of stdin to ``path`` (then ``chmod`` it to ``mode``)."""
+    return _sh(_UPLOAD_FILE, path, str(size), "" if mode is None else f"{mode & 0o777:o}")
+
+
+def upload_tree_command(directory: str, size: int, *, sha256: bool) -> tuple[str, ...]:
+    """Extract the next ``size`` bytes of stdin, a tar archive, into ``directory``."""
+    return _sh(_UPLOAD_TREE.replace("SUMMER", _SUMMERS[sha256]), directory, str(size))
+
+
+def download_tree_command(directory: str, *, sha256: bool) -> tuple[str, ...]:
+    """``tar c`` of ``directory``'s contents on stdout."""
+    return _sh(_DOWNLOAD_TREE.replace("SUMMER", _SUMMERS[sha256]), directory)
+
+
+def download_file_command(path: str, offset: int) -> tuple[str, ...]:
+    """``path``'s bytes from ``offset`` (0-based) on stdout."""
+    return _sh(_DOWNLOAD_FILE, path, str(offset + 1))
+
+
+def remote_parent(path: str) -> str:
+    """The directory ``path`` is in, as the container's shell would find it."""
+    stripped = path.rstrip("/") or "/"
+    parent = posixpath.dirname(stripped)
+    return parent or "."
+
+
+@attrs.frozen(kw_only=True)
+class Probe:
+    """What the probe found: the path's kind (``dir``, ``file``, ``other``, ``missing``), its
+    parent's (``dir``, ``other``, ``missing``), the tools, the access, a file's size."""
+
+    kind: str
+    parent: str
+    tar: bool
+    sha256sum: bool
+    readable: bool
+    writable: bool
+    size: int
+
+
+_PROBE_LINE = re.compile(
+    r"kind=(dir|file|other|missing) parent=(dir|other|missing) tar=([01]) sha256sum=([01]) "
+    r"readable=([01]) writable=([01]) size=(-?[0-9]+)"
+)
+
+
+def parse_probe(stdout: bytes, path: str) -> Probe:
+    """The probe's line, or a ``REMOTE_FAILED`` error when the container did not print one."""
+    match = _PROBE_LINE.search(stdout.decode("utf-8", "replace"))
+    if match is None:
+        raise CopyError(
+            CopyProblem.REMOTE_FAILED,
+            f"could not inspect {path!r} in the container (it needs a POSIX sh)",
+        )
+    kind, parent, tar, sha, readable, writable, size = match.groups()
+    return Probe(
+        kind=kind,
+        parent=parent,
+        tar=tar == "1",
+        sha256sum=sha == "1",
+        readable=readable == "1",
+        writable=writable == "1",
+        size=int(size),
+    )
+
+
+@attrs.frozen(kw_only=True)
+class Summary:
+    """What a transfer script reported on stderr: ``kx-sum`` (a sha256 in hex, or a byte
+    count when the container has no ``sha256sum``), ``kx-size``, ``kx-tar``; and the rest of
+    its stderr, the tools' own messages."""
+
+    checksum: str | None
+    size: int | None
+    tar_status: int | None
+    messages: str
+
+
+_KEYS = re.compile(rb"^kx-(sum|size|tar)=(.*)$", re.MULTILINE)
+
+
+def parse_summary(stderr: bytes) -> Summary:
+    """Split a transfer's stderr into its ``kx-`` lines and the tools' messages."""
+    found: dict[bytes, str] = {}
+    for key, value in _KEYS.findall(stderr):
+        found[key] = value.decode("ascii", "replace").strip()
+    messages = _KEYS.sub(b"", stderr).decode("utf-8", "replace").strip()
+    size = found.get(b"size")
+    status = found.get(b"tar")
+    return Summary(
+        checksum=found.get(b"sum") or None,
+        size=int(size) if size and size.isdigit() else None,
+        tar_status=int(status) if status and status.isdigit() else None,
+        messages=messages,
+    )
+
+
+#: The tools' messages (with LC_ALL=C) and the problem each one means, first match wins.
+_MESSAGES = (
+    ("No space left on device", CopyProblem.NO_SPACE),
+    ("Disk quota exceeded", CopyProblem.NO_SPACE),
+    ("Permission denied", CopyProblem.PERMISSION_DENIED),
+    ("Read-only file system", CopyProblem.PERMISSION_DENIED),
+    ("Operation not permitted", CopyProblem.PERMISSION_DENIED),
+    ("Not a directory", CopyProblem.NOT_A_DIRECTORY),
+    ("Is a directory", CopyProblem.IS_A_DIRECTORY),
+    ("No such file or directory", CopyProblem.NO_SUCH_PATH),
+    ("can't cd", CopyProblem.NO_SUCH_PATH),
+)
+
+
+def problem_of(messages: str) -> CopyProblem:
+    """The problem a failed transfer's stderr names (``REMOTE_FAILED`` if none)."""
+    for text, problem in _MESSAGES:
+        if text in messages:
+            return problem
+    return CopyProblem.REMOTE_FAILED
+
+
+def first_line(messages: str, limit: int = 300) -> str:
+    """The first non-empty line of the tools' messages, bounded, for an error's message."""
+    for line in messages.splitlines():
+        if line.strip():
+            return line.strip()[:limit]
+    return "no message"

@@ -1,0 +1,103 @@
+"""What the test folders share: waiting for a condition, the demo workspace's requests, a
+backend on a sandbox, leak counters. Test modules import from here (``from support import
+...``), never from another test module or a ``conftest``.
+
+The folder is on ``sys.path`` through pytest's ``pythonpath`` setting (pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable, Generator
+from types import ModuleType
+from typing import Any
+
+import anyio
+import sniffio
+
+from kuber_exec_core import ExecRequest, Workspace
+from kuber_exec_sandbox import Sandbox
+
+__all__ = [
+    "DEMO",
+    "backend_for",
+    "demo_request",
+    "eventually",
+    "open_fds",
+    "running_tasks",
+]
+
+#: The sandbox's demo workspace (the demo cluster's ``web`` Deployment belongs to it).
+DEMO = Workspace(project="demo", uid="demo-uid")
+
+#: How long :func:`eventually` waits by default, and how often it looks.
+TIMEOUT = 10.0
+INTERVAL = 0.01
+
+
+def eventually(
+    condition: Callable[[], bool], what: str = "the condition", *, timeout: float = TIMEOUT
+) -> Awaitable[None]:
+    """Wait, bounded by ``timeout`` seconds, until ``condition()`` holds: for what another
+    thread or process does (a server's cleanup, /proc, a log), which no event announces.
+
+    In async code (trio or asyncio) it returns the wait: ``await eventually(...)``; a
+    forgotten ``await`` fails the test (an un-awaited coroutine warns, and warnings are
+    errors). In sync code it waits in the call, and what it returns is already done.
+
+    Raises:
+        AssertionError: naming ``what``, when ``condition`` still fails after ``timeout``.
+    """
+    try:
+        sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"timed out after {timeout:g} s waiting for {what}") from None
+            time.sleep(INTERVAL)
+        return _DONE
+    return _eventually(condition, what, timeout)
+
+
+class _Done:
+    """The result of a wait that already happened (in sync code): awaiting it does nothing."""
+
+    def __await__(self) -> Generator[None, None, None]:
+        return
+        yield
+
+
+_DONE = _Done()
+
+
+async def _eventually(condition: Callable[[], bool], what: str, seconds: float) -> None:
+    with anyio.move_on_after(seconds):
+        while not condition():  # noqa: ASYNC110 - the condition lives in another thread
+            await anyio.sleep(INTERVAL)
+        return
+    if not condition():
+        raise AssertionError(f"timed out after {seconds:g} s waiting for {what}")
+
+
+def demo_request(*command: str, deployment: str = "web") -> ExecRequest:
+    """A request of the demo workspace for ``command`` in ``deployment``."""
+    return ExecRequest(workspace=DEMO, deployment=deployment, command=list(command))
+
+
+def backend_for(adapter: ModuleType, sandbox: Sandbox, **options: float) -> Any:
+    """The adapter's ``KubernetesBackend`` for ``sandbox`` (use it as an async context)."""
+    config = adapter.ClusterConfig(sandbox.url)
+    return adapter.KubernetesBackend(config, **options)
+
+
+def open_fds() -> int:
+    """How many file descriptors this process has open."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+def running_tasks(anyio_backend: str) -> set[asyncio.Task[object]]:
+    """The asyncio tasks alive now (trio's structured concurrency needs no such check)."""
+    return asyncio.all_tasks() if anyio_backend == "asyncio" else set()
