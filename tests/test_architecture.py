@@ -567,12 +567,12 @@ def _imports_of_test_modules(path: Path) -> list[str]:
 
 
 def test_tests_share_helpers_through_support_not_through_each_other() -> None:
-    # Shared helpers live in tests/support (or a folder's own *_support module); a test module
-    # or a conftest imported by another test drags its fixtures and tests along. The
-    # real-cluster tier is excluded: it is reorganised with its own work.
+    # Shared helpers live in tests/support (or a folder's own helper modules, such as the
+    # real-cluster tier's kube.py and wire.py); a test module or a conftest imported by another
+    # test drags its fixtures and tests along.
     offending = {
         str(path.relative_to(TESTS)): found
         for path in sorted(TESTS.rglob("*.py"))
-        if "realcluster" not in path.parts and (found := _imports_of_test_modules(path))
+        if (found := _imports_of_test_modules(path))
     }
     assert offending == {}
