@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import ssl
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,7 +88,31 @@ def exec_url(cluster: Cluster, pod: str, command: list[str], **flags: bool) -> s
     return f"{server}/api/v1/namespaces/{cluster.main_ns}/pods/{pod}/exec?{urlencode(query)}"
 
 
-def run(
+def run(cluster: Cluster, command: list[str], **options: Any) -> Session | Refusal:
+    """:func:`exchange` in a thread of its own, bounded: ``websockets``' threaded client can
+    wait for ever on a connection whose handshake timed out (its reader thread is joined
+    unbounded), so a server that never answers fails the test instead of hanging the run."""
+    outcome: list[Session | Refusal | BaseException] = []
+
+    def work() -> None:
+        try:
+            outcome.append(exchange(cluster, command, **options))
+        except BaseException as error:  # handed to the test's thread below
+            outcome.append(error)
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    limit = 2 * float(options.get("timeout", 30)) + 5
+    worker.join(limit)
+    if not outcome:
+        raise AssertionError(f"the exec upgrade got no answer within {limit:.0f} s: {command}")
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def exchange(
     cluster: Cluster,
     command: list[str],
     *,
