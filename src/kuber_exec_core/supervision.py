@@ -189,8 +189,8 @@ class Supervision:
         runtime's own error. It says what kuber-exec's start check found, in kuber-exec's
         words: no container runtime said it, so it does not borrow a runtime's wording."""
         return (
-            f'the command did not start: kuber-exec\'s start check found no "{self.executable}" '
-            "on the container's $PATH (nothing ran)"
+            f'kuber-exec\'s start check: "{self.executable}": executable file not found on the '
+            "container's $PATH (the command did not start)"
         )
 
     @property

@@ -19,7 +19,7 @@ def test_a_missing_executable_is_reported_in_our_words() -> None:
     assert isinstance(event, Error)
     assert event.code is ExecErrorCode.FAILED
     assert event.message == (
-        'the command did not start: kuber-exec\'s start check found no "no-such-tool" on the '
-        "container's $PATH (nothing ran)"
+        'kuber-exec\'s start check: "no-such-tool": executable file not found on the '
+        "container's $PATH (the command did not start)"
     )
     assert "error executing command in container" not in event.message  # no runtime said it
