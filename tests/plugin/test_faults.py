@@ -84,8 +84,10 @@ async def test_a_refused_upgrade_is_exec_failed_quoting_the_status(
     kuber_sandbox.faults.refuse_exec(status)
     refused = await refusal(kuber_service.execute(target.request("true")))
     # Asserted by structure (the code, the HTTP status) and the Status message quoted, not by
-    # the library's own wording around it.
-    assert (refused.code, refused.http_status) == (ExecErrorCode.FAILED, status)
+    # the library's own wording around it. A 403 Forbidden is the server's authorization
+    # refusing the requester: EXEC_TARGET_FORBIDDEN, as the pre-flight reports it.
+    code = ExecErrorCode.TARGET_FORBIDDEN if status == 403 else ExecErrorCode.FAILED
+    assert (refused.code, refused.http_status) == (code, status)
     assert refused.message.endswith(f": {detail.format(pod=pod)}")
     assert kuber_sandbox.faults.refused_execs == 1
     assert kuber_sandbox.live_processes == 0  # nothing started
@@ -100,7 +102,7 @@ async def test_a_refusal_names_its_pod_and_counts_its_times(
     kuber_sandbox.faults.refuse_exec(403, "no exec for you", pod="a", times=2)
     for _ in range(2):
         refused = await refusal(kuber_service.execute(target.request("true")))
-        assert (refused.code, refused.http_status) == (ExecErrorCode.FAILED, 403)
+        assert (refused.code, refused.http_status) == (ExecErrorCode.TARGET_FORBIDDEN, 403)
         assert refused.message.endswith(": no exec for you")
     result = await kuber_service.execute(target.request("sh", "-c", "echo $HOSTNAME"))
     assert result.stdout == b"a\n"

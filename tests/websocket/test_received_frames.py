@@ -665,7 +665,9 @@ def test_refusal_with_a_length_raises_once_its_body_is_read(
         answer.receive_data(pieces[-1])
     assert raised.value.http_status == status
     assert raised.value.status_reason == ("Forbidden" if status == 403 else None)
-    assert raised.value.code is ExecErrorCode.FAILED
+    # An RBAC 403 (a Forbidden Status) is the server refusing the requester.
+    forbidden = ExecErrorCode.TARGET_FORBIDDEN if status == 403 else ExecErrorCode.FAILED
+    assert raised.value.code is forbidden
 
 
 def test_refusal_without_a_length_raises_at_the_end_of_the_stream() -> None:
