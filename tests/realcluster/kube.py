@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -117,6 +120,41 @@ def server_version(cluster: Cluster) -> tuple[int, int, str]:
     """(major, minor, gitVersion) as the API server's ``/version`` says."""
     info = json.loads(kubectl(cluster, "get", "--raw", "/version").stdout)
     return int(info["major"]), int(str(info["minor"]).rstrip("+")), str(info["gitVersion"])
+
+
+def credentials(cluster: Cluster, user: str) -> tuple[ssl.SSLContext, dict[str, str]]:
+    """The TLS context and headers of ``user``: admin's client certificate, or a token."""
+    state = Path(cluster.info["state"])
+    context = ssl.create_default_context(cafile=str(state / "pki" / "ca.crt"))
+    if user == "admin":
+        context.load_cert_chain(str(state / "pki" / "admin.crt"), str(state / "pki" / "admin.key"))
+        return context, {}
+    token = (state / "tokens" / user).read_text().strip()
+    return context, {"Authorization": f"Bearer {token}"}
+
+
+class RestClient:
+    """Plain HTTPS GETs with one user's credentials (no library code in between)."""
+
+    def __init__(self, cluster: Cluster, user: str = "admin") -> None:
+        self.base = str(cluster.info["apiserver"])
+        self.context, headers = credentials(cluster, user)
+        self.headers = {"Accept": "application/json", **headers}
+
+    def get_raw(self, target: str) -> tuple[int, bytes]:
+        """GET ``target`` (path and query): the status and the whole body."""
+        request = urllib.request.Request(self.base + target, headers=self.headers)
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=30) as answer:
+                return int(answer.status), answer.read()
+        except urllib.error.HTTPError as error:
+            with error:
+                return int(error.code), error.read()
+
+    def get(self, path: str, **query: str) -> tuple[int, Any]:
+        """GET ``path`` with ``query``: the status and the body as JSON."""
+        status, body = self.get_raw(path + ("?" + urllib.parse.urlencode(query) if query else ""))
+        return status, json.loads(body)
 
 
 def compact_etcd() -> int:

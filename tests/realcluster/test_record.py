@@ -9,40 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import ssl
-import urllib.error
-import urllib.parse
-import urllib.request
-from pathlib import Path
 from typing import Any
 
 from . import answers
-from .kube import Cluster
-
-
-class Client:
-    """A tiny REST client with one kubeconfig's credentials (client certificate or token)."""
-
-    def __init__(self, cluster: Cluster, user: str) -> None:
-        state = Path(cluster.info["state"])
-        self.base = str(cluster.info["apiserver"])
-        self.context = ssl.create_default_context(cafile=str(state / "pki" / "ca.crt"))
-        self.headers = {"Accept": "application/json"}
-        if user == "admin":
-            self.context.load_cert_chain(str(state / "pki/admin.crt"), str(state / "pki/admin.key"))
-        else:
-            token = (state / "tokens" / user).read_text().strip()
-            self.headers["Authorization"] = f"Bearer {token}"
-
-    def get(self, path: str, **query: str) -> tuple[int, Any]:
-        url = self.base + path + ("?" + urllib.parse.urlencode(query) if query else "")
-        request = urllib.request.Request(url, headers=self.headers)
-        try:
-            with urllib.request.urlopen(request, context=self.context, timeout=10) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as error:
-            with error:
-                return error.code, json.loads(error.read())
+from .kube import Cluster, RestClient
 
 
 def _normal_labels(labels: dict[str, str]) -> dict[str, str]:
@@ -50,8 +20,8 @@ def _normal_labels(labels: dict[str, str]) -> dict[str, str]:
 
 
 def record(cluster: Cluster) -> dict[str, Any]:
-    admin = Client(cluster, "admin")
-    stranger = Client(cluster, "stranger")
+    admin = RestClient(cluster, "admin")
+    stranger = RestClient(cluster, "stranger")
     ns = cluster.main_ns
     out: dict[str, Any] = {"server": cluster.info["version"]}
 

@@ -12,9 +12,6 @@ that has dropped events answers the same 410 with "too old resource version".)
 from __future__ import annotations
 
 import json
-import ssl
-import urllib.request
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlencode
@@ -25,7 +22,7 @@ import pytest
 from kuber_exec_core.kube import ApiGet, ApiResponse
 from kuber_exec_core.watch import PODS, Reflector, ReflectorState, WatchRequest
 
-from .kube import WS_MAIN, Cluster, compact_etcd, deployment, kubectl, service_for
+from .kube import WS_MAIN, Cluster, RestClient, compact_etcd, deployment, kubectl, service_for
 
 pytestmark = pytest.mark.anyio
 
@@ -56,35 +53,16 @@ async def test_the_cache_syncs_and_resolves_as_rest_does(
     assert (result.stdout, result.exit_code, result.target) == (b"shell\n", 0, by_rest)
 
 
-class _Admin:
-    """Plain HTTPS GETs with the admin client certificate (no library code in between)."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        pki = Path(cluster.info["state"]) / "pki"
-        self.base = str(cluster.info["apiserver"])
-        self.context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
-        self.context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
-
-    def get(self, target: str) -> tuple[int, bytes]:
-        http_request = urllib.request.Request(self.base + target)
-        try:
-            with urllib.request.urlopen(http_request, context=self.context, timeout=30) as answer:
-                return int(answer.status), answer.read()
-        except urllib.error.HTTPError as error:
-            with error:
-                return int(error.code), error.read()
-
-
-def _list_until_watching(reflector: Reflector[Any], admin: _Admin) -> WatchRequest:
+def _list_until_watching(reflector: Reflector[Any], admin: RestClient) -> WatchRequest:
     while isinstance(step := reflector.next_event(), ApiGet):
-        status, body = admin.get(f"{step.path}?{urlencode(step.query)}")
+        status, body = admin.get_raw(f"{step.path}?{urlencode(step.query)}")
         reflector.list_received(ApiResponse(status=status, body=body))
     assert isinstance(step, WatchRequest)
     return step
 
 
 def test_a_real_410_after_compaction_relists(cluster: Cluster, workloads: Any) -> None:
-    admin = _Admin(cluster)
+    admin = RestClient(cluster)
     reflector: Reflector[Any] = Reflector(PODS, cluster.main_ns, watch_timeout_seconds=5)
     _list_until_watching(reflector, admin)
     assert reflector.synced
@@ -95,7 +73,7 @@ def test_a_real_410_after_compaction_relists(cluster: Cluster, workloads: Any) -
     # cache would replay from its own memory until it has dropped an event.
     compact_etcd()
     stale = {"watch": "1", "allowWatchBookmarks": "true", "resourceVersion": "1"}
-    status, body = admin.get(f"/api/v1/namespaces/{cluster.main_ns}/events?{urlencode(stale)}")
+    status, body = admin.get_raw(f"/api/v1/namespaces/{cluster.main_ns}/events?{urlencode(stale)}")
     assert status == 200
     (line,) = body.splitlines()
     event = json.loads(line)
@@ -154,7 +132,7 @@ def test_a_real_bookmark_advances_the_reflector(
     # client-go) ends that state with a BOOKMARK at once: the server's own bookmark event, fed
     # to the core's reflector as part of its watch, moves its resourceVersion without touching
     # its snapshot. 1.20 knows no such request: it refuses it as invalid (422).
-    admin = _Admin(cluster)
+    admin = RestClient(cluster)
     reflector: Reflector[Any] = Reflector(PODS, cluster.main_ns, watch_timeout_seconds=5)
     watch = _list_until_watching(reflector, admin)
     pods, version = set(reflector.items), reflector.resource_version
@@ -166,7 +144,7 @@ def test_a_real_bookmark_advances_the_reflector(
         "resourceVersion": "",
         "timeoutSeconds": "2",
     }
-    status, body = admin.get(f"{watch.path}?{urlencode(streaming)}")
+    status, body = admin.get_raw(f"{watch.path}?{urlencode(streaming)}")
     if server_minor < 27:
         # No streaming lists yet: a watch with resourceVersionMatch is refused as invalid.
         assert status == 422

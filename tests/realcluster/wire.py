@@ -9,18 +9,16 @@ close code and who closed first, the answer to a ping, and the HTTP answer of a 
 from __future__ import annotations
 
 import json
-import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from .kube import Cluster, get_json
+from .kube import Cluster, credentials, get_json
 
 
 @dataclass
@@ -62,16 +60,6 @@ class Session:
 
     def sizes(self, number: int) -> list[int]:
         return [len(payload) for channel, payload in self.messages if channel == number]
-
-
-def _credentials(cluster: Cluster, user: str) -> tuple[ssl.SSLContext, dict[str, str]]:
-    state = Path(cluster.info["state"])
-    context = ssl.create_default_context(cafile=str(state / "pki" / "ca.crt"))
-    if user == "admin":
-        context.load_cert_chain(str(state / "pki" / "admin.crt"), str(state / "pki" / "admin.key"))
-        return context, {}
-    token = (state / "tokens" / user).read_text().strip()
-    return context, {"Authorization": f"Bearer {token}"}
 
 
 def shell_pod(cluster: Cluster) -> str:
@@ -126,7 +114,7 @@ def exchange(
     """Exec ``command`` in the shell pod over a raw WebSocket offering ``protocols``; send the
     ``stdin`` messages (already framed: channel byte first), ping once if asked, and read until
     the server closes. A refused upgrade is returned as a :class:`Refusal`."""
-    context, headers = _credentials(cluster, user)
+    context, headers = credentials(cluster, user)
     url = exec_url(
         cluster,
         shell_pod(cluster),
