@@ -54,6 +54,7 @@ from ._cache import (
 )
 from ._config import ClusterConfig
 from ._lease_slots import ClusterSlots
+from ._orphans import clean_orphans
 from ._preflight import ExecPreflight
 from ._rest import MAX_CONCURRENT_REQUESTS, RestClient, open_http_client
 
@@ -174,6 +175,8 @@ class KubernetesBackend(BackendHooks):
             await tasks.__aenter__()
             tasks.start_soon(keepalive.run)
             self._keepalive, self._keepalive_tasks = keepalive, tasks
+        if self.cluster_slots is not None:
+            await self.cluster_slots.open(self.rest_client, functools.partial(clean_orphans, self))
         return self
 
     async def __aexit__(
@@ -182,6 +185,8 @@ class KubernetesBackend(BackendHooks):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self.cluster_slots is not None:
+            await self.cluster_slots.close()
         http, self._http, self._rest = self._http, None, None
         tasks, self._keepalive_tasks, self._keepalive = self._keepalive_tasks, None, None
         try:
