@@ -16,7 +16,7 @@ service's Lease namespace:
 A session counts against its workspace's limit until its entry is removed, and the entries of a
 dead replica (its heartbeat expired or gone) are removed only after their processes were cleaned
 up: the limit is never exceeded by what a dead replica left running. This module says what to
-send and what an answer means; :mod:`kuber_exec_anyio._kubernetes` does the I/O.
+send and what an answer means; the async layer (``kuber_exec_anyio._kubernetes``) does the I/O.
 """
 
 from __future__ import annotations

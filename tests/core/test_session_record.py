@@ -115,6 +115,9 @@ def test_applying_a_batch_twice_changes_nothing_more_but_adds(
 ) -> None:
     # After a 409 the batch is applied again to what was read: removes and re-targets are
     # idempotent, so the only difference a replay can make is in adds.
+    added = [change.key for change in changes if isinstance(change, Add)]
+    assume(len(set(added)) == len(added) and not set(added) & set(entries))
+    assume(not {c.key for c in changes if not isinstance(c, Add)} & set(added))
     once = plan_changes(stored(entries), changes, alive=lambda replica: True)
     first = dict(stored(entries).entries if once.entries is None else once.entries)
     removes = [change for change in changes if isinstance(change, Remove)]
