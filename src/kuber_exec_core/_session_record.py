@@ -34,6 +34,9 @@ from ._lease_slots import lease_body, parse_micro_time
 from ._target import ResolvedTarget
 
 __all__ = [
+    "CHANGED_ANNOTATION",
+    "IDLE_RECORD_SECONDS",
+    "WRITER_MEMORY_SECONDS",
     "MANAGED_BY",
     "MAX_RECORD_BYTES",
     "PROJECT_ANNOTATION",
@@ -67,6 +70,15 @@ SESSIONS_ANNOTATION = "kuber-exec.io/sessions"
 #: The workspace a record belongs to, for people reading it (the name is a digest).
 PROJECT_ANNOTATION = "kuber-exec.io/project"
 UID_ANNOTATION = "kuber-exec.io/uid"
+#: When the record last changed (POSIX seconds, the writer's clock): an empty record unchanged
+#: for :data:`IDLE_RECORD_SECONDS` is deleted by the sweep.
+CHANGED_ANNOTATION = "kuber-exec.io/changed"
+#: How long an empty record stays. Writers forget what they know of a record after
+#: :data:`WRITER_MEMORY_SECONDS` without a change, far less: so no replica updates a record from
+#: a memory older than its deletion (an update of a deleted Lease would create it again, with
+#: what that memory held).
+IDLE_RECORD_SECONDS = 3600.0
+WRITER_MEMORY_SECONDS = 600.0
 #: The largest sessions annotation written. The API server refuses an object whose annotations
 #: exceed 256 KiB; an entry is about 200 bytes, so a record holds about a thousand sessions.
 MAX_RECORD_BYTES = 200_000
@@ -221,7 +233,15 @@ class SessionRecord:
             if entry is not None:
                 entries[key] = entry
         name = metadata.get("name") or record_name(project, uid)
-        return cls(str(name), project, uid, version, entries)
+        changed = None
+        if isinstance(annotations, dict):
+            try:
+                changed = float(annotations.get(CHANGED_ANNOTATION, ""))
+            except ValueError:
+                changed = None
+        return cls(str(name), project, uid, version, entries, changed)
+
+    changed: float | None = None
 
     def orphans(self, alive: Callable[[str], bool]) -> dict[str, SessionEntry]:
         """The entries of replicas ``alive`` says are dead: theirs to clean up and remove."""
@@ -236,15 +256,19 @@ def _annotation(entries: Mapping[str, SessionEntry]) -> str:
     )
 
 
-def record_body(record: SessionRecord, entries: Mapping[str, SessionEntry]) -> JSON:
-    """The Lease that stores ``entries`` as ``record``'s next version: a create when the record
-    is absent, else an update carrying the ``resourceVersion`` read."""
+def record_body(
+    record: SessionRecord, entries: Mapping[str, SessionEntry], now: float = 0.0
+) -> JSON:
+    """The Lease that stores ``entries`` as ``record``'s next version, changed at ``now``: a
+    create when the record is absent, else an update carrying the ``resourceVersion`` read. An
+    empty record is kept (updated, not deleted): the sweep deletes it once idle."""
     metadata: JSON = {
         "name": record.name,
         "labels": _labels("sessions"),
         "annotations": {
             PROJECT_ANNOTATION: record.project,
             UID_ANNOTATION: record.uid,
+            CHANGED_ANNOTATION: f"{now:.0f}",
             SESSIONS_ANNOTATION: _annotation(entries),
         },
     }

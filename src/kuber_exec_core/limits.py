@@ -20,12 +20,15 @@ from ._limits import DEFAULT_OUTPUT_CAP_BYTES as DEFAULT_OUTPUT_CAP_BYTES
 from ._limits import ExecLimits as ExecLimits
 from ._session_limits import SessionDeadlines as SessionDeadlines
 from ._session_limits import SessionLimits as SessionLimits
+from ._session_record import CHANGED_ANNOTATION as CHANGED_ANNOTATION
+from ._session_record import IDLE_RECORD_SECONDS as IDLE_RECORD_SECONDS
 from ._session_record import MANAGED_BY as MANAGED_BY
 from ._session_record import MAX_RECORD_BYTES as MAX_RECORD_BYTES
 from ._session_record import PROJECT_ANNOTATION as PROJECT_ANNOTATION
 from ._session_record import ROLE_LABEL as ROLE_LABEL
 from ._session_record import SESSIONS_ANNOTATION as SESSIONS_ANNOTATION
 from ._session_record import UID_ANNOTATION as UID_ANNOTATION
+from ._session_record import WRITER_MEMORY_SECONDS as WRITER_MEMORY_SECONDS
 from ._session_record import Add as Add
 from ._session_record import Admission as Admission
 from ._session_record import Change as Change
@@ -42,6 +45,9 @@ from ._session_record import record_body as record_body
 from ._session_record import record_name as record_name
 
 __all__ = [
+    "WRITER_MEMORY_SECONDS",
+    "IDLE_RECORD_SECONDS",
+    "CHANGED_ANNOTATION",
     "MANAGED_BY",
     "MAX_RECORD_BYTES",
     "PROJECT_ANNOTATION",

@@ -32,6 +32,7 @@ import anyio.abc
 from kuber_exec_core import ExecError, ExecErrorCode, ResolvedTarget, Workspace
 from kuber_exec_core.kube import ApiResponse
 from kuber_exec_core.limits import (
+    IDLE_RECORD_SECONDS,
     MANAGED_BY,
     PROJECT_ANNOTATION,
     ROLE_LABEL,
@@ -209,6 +210,7 @@ class Replica:
                 self._end_sessions()
                 continue
             await self._pay_debts()
+            self.forget_idle_writers()
             if anyio.current_time() >= next_look:
                 next_look = anyio.current_time() + self.slots.duration
                 try:
@@ -263,6 +265,12 @@ class Replica:
             if orphans:
                 writer = self.writer(Workspace(project=record.project, uid=record.uid))
                 await writer.adopt(record, orphans)
+            elif (
+                not record.entries
+                and record.changed is not None
+                and self.slots.clock() - record.changed >= IDLE_RECORD_SECONDS
+            ):
+                await self._delete(record.name, record.version)
         now = self.slots.clock()
         for lease in heartbeats:
             spec = lease.get("spec") if isinstance(lease, dict) else None
@@ -280,13 +288,18 @@ class Replica:
             ):
                 continue
             metadata = lease.get("metadata", {})
-            options = {
-                "apiVersion": "v1",
-                "kind": "DeleteOptions",
-                "preconditions": {"resourceVersion": metadata.get("resourceVersion")},
-            }
-            with contextlib.suppress(ExecError):
-                await self.call("DELETE", str(metadata.get("name")), options)
+            await self._delete(str(metadata.get("name")), metadata.get("resourceVersion"))
+
+    async def _delete(self, name: str, version: object) -> None:
+        """Delete a Lease unless it changed since it was read (best effort: the next sweep
+        tries again)."""
+        options = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"resourceVersion": version},
+        }
+        with contextlib.suppress(ExecError):
+            await self.call("DELETE", name, options)
 
     async def clean_orphans(self, orphans: Mapping[str, SessionEntry]) -> None:
         """End the processes of a dead replica's sessions, one cleanup per pod and container."""
@@ -317,11 +330,12 @@ class Replica:
             writer = self._writers[key] = RecordWriter(self, workspace.project, workspace.uid)
         return writer
 
-    def forget(self, writer: RecordWriter) -> None:
-        """Drop an idle writer whose record is gone (the map stays as small as what is open)."""
-        key = f"{writer.project}\0{writer.uid}"
-        if self._writers.get(key) is writer:
-            del self._writers[key]
+    def forget_idle_writers(self) -> None:
+        """Drop the writers idle for ``WRITER_MEMORY_SECONDS`` (the map stays as small as what
+        is in use, and no writer remembers a record the sweep may delete)."""
+        for key, writer in list(self._writers.items()):
+            if writer.idle:
+                del self._writers[key]
 
     async def _pay_debts(self) -> None:
         for key in list(self.debts):

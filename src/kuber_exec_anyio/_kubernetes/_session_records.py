@@ -1,5 +1,11 @@
 """One replica's writer of one workspace's session record: changes committed in groups.
 
+A record is created by its workspace's first session and kept while the workspace is in use,
+empty or not (updated, never deleted by a writer): an update of a Lease that no longer exists
+would create it again from what the writer remembered. The sweep deletes records left empty for
+``IDLE_RECORD_SECONDS``, and a writer forgets what it knows after ``WRITER_MEMORY_SECONDS``
+without a change, far sooner.
+
 Every session start, move and end of a workspace in this replica goes through its
 :class:`RecordWriter`. A caller queues its change and waits for the writer's lock; the caller
 that gets it writes *every* change queued by then in one update (a group commit), so a crowd of
@@ -22,6 +28,7 @@ import anyio
 from kuber_exec_core import ExecError, ExecErrorCode
 from kuber_exec_core.kube import ApiResponse
 from kuber_exec_core.limits import (
+    WRITER_MEMORY_SECONDS,
     Add,
     Admission,
     Change,
@@ -69,6 +76,8 @@ class RecordWriter:
         #: writer guesses "absent": a quiet workspace's first session is one create (a ``409``
         #: says otherwise, and the record is read).
         self._record: SessionRecord | None = SessionRecord.absent(project, uid)
+        #: When this writer last changed the record (``anyio.current_time()``).
+        self.changed_at = anyio.current_time()
         #: Writes made and changes they carried, for cost figures and tests.
         self.writes = 0
         self.changes = 0
@@ -145,8 +154,16 @@ class RecordWriter:
                 pending.admission = admissions.get(pending.change.key)
             pending.done = True
         self.changes += len(batch)
-        if self._record is not None and not self._record.entries and not self._queue:
-            self.replica.forget(self)
+
+    @property
+    def idle(self) -> bool:
+        """Whether nothing waits and the record has not changed here for
+        ``WRITER_MEMORY_SECONDS`` (then the writer may be forgotten, with what it knew)."""
+        return (
+            not self._queue
+            and not self._lock.locked()
+            and anyio.current_time() - self.changed_at >= WRITER_MEMORY_SECONDS
+        )
 
     async def _apply(self, changes: Sequence[Change]) -> Mapping[str, Admission]:
         replica = self.replica
@@ -195,22 +212,7 @@ class RecordWriter:
         """Store ``entries`` as ``record``'s next version; ``False`` on a conflict (re-read)."""
         replica = self.replica
         self.writes += 1
-        if not entries:
-            if record.version is None:
-                self._record = record
-                return True
-            options = {
-                "apiVersion": "v1",
-                "kind": "DeleteOptions",
-                "preconditions": {"resourceVersion": record.version},
-            }
-            answer = await replica.call("DELETE", self.name, options)
-            if answer.status in (404, 409):
-                return False
-            expect(answer, 200, replica.slots, "delete")
-            self._record = SessionRecord.absent(self.project, self.uid)
-            return True
-        body = record_body(record, entries)
+        body = record_body(record, entries, replica.slots.clock())
         if record.version is None:
             answer = await replica.call("POST", None, body)
             if answer.status == 409:
@@ -220,8 +222,10 @@ class RecordWriter:
             answer = await replica.call("PUT", self.name, body)
             if answer.status in (404, 409):
                 return False
-            expect(answer, 200, replica.slots, "update")
+            if answer.status != 201:  # 201: deleted by hand meanwhile; the update made it again
+                expect(answer, 200, replica.slots, "update")
         self._record = self._parse(answer)
+        self.changed_at = anyio.current_time()
         return True
 
 
