@@ -56,7 +56,9 @@ __all__ = [
     "heartbeat_expiries",
     "plan_changes",
     "record_body",
+    "RECORD_SHARDS",
     "record_name",
+    "shard_of",
 ]
 
 JSON = dict[str, Any]
@@ -92,10 +94,22 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256(joined.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def record_name(project: str, uid: str) -> str:
-    """The session record's Lease name for the workspace ``(project, uid)``: a digest of both
+#: Records of a workspace without a limit: its sessions are spread over this many (a record
+#: holds about a thousand), by session key. A limited workspace has one record (shard 0), where
+#: the limit is counted.
+RECORD_SHARDS = 64
+
+
+def record_name(project: str, uid: str, shard: int = 0) -> str:
+    """The Lease name of the workspace ``(project, uid)``'s record ``shard``: a digest of both
     (so two workspaces of one project have two records, and any project name fits)."""
-    return f"sessions-{_digest(project, uid)[:24]}"
+    base = f"sessions-{_digest(project, uid)[:24]}"
+    return base if shard == 0 else f"{base}-{shard}"
+
+
+def shard_of(key: str, limit: int | None) -> int:
+    """The record shard of the session ``key`` (16 hex digits): 0 under a limit, else spread."""
+    return 0 if limit is not None else int(key[:8], 16) % RECORD_SHARDS
 
 
 def heartbeat_name(replica: str) -> str:
@@ -201,9 +215,9 @@ class SessionRecord:
     entries: Mapping[str, SessionEntry] = attrs.field(factory=dict)
 
     @classmethod
-    def absent(cls, project: str, uid: str) -> SessionRecord:
+    def absent(cls, project: str, uid: str, shard: int = 0) -> SessionRecord:
         """The record of a workspace with no session open anywhere (no Lease)."""
-        return cls(record_name(project, uid), project, uid)
+        return cls(record_name(project, uid, shard), project, uid)
 
     @classmethod
     def from_lease(cls, project: str, uid: str, lease: object) -> SessionRecord:

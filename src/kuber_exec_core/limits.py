@@ -25,6 +25,7 @@ from ._session_record import IDLE_RECORD_SECONDS as IDLE_RECORD_SECONDS
 from ._session_record import MANAGED_BY as MANAGED_BY
 from ._session_record import MAX_RECORD_BYTES as MAX_RECORD_BYTES
 from ._session_record import PROJECT_ANNOTATION as PROJECT_ANNOTATION
+from ._session_record import RECORD_SHARDS as RECORD_SHARDS
 from ._session_record import ROLE_LABEL as ROLE_LABEL
 from ._session_record import SESSIONS_ANNOTATION as SESSIONS_ANNOTATION
 from ._session_record import UID_ANNOTATION as UID_ANNOTATION
@@ -43,8 +44,11 @@ from ._session_record import heartbeat_name as heartbeat_name
 from ._session_record import plan_changes as plan_changes
 from ._session_record import record_body as record_body
 from ._session_record import record_name as record_name
+from ._session_record import shard_of as shard_of
 
 __all__ = [
+    "shard_of",
+    "RECORD_SHARDS",
     "WRITER_MEMORY_SECONDS",
     "IDLE_RECORD_SECONDS",
     "CHANGED_ANNOTATION",

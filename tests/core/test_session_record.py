@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kuber_exec_core import ResolvedTarget
 from kuber_exec_core.limits import (
     MAX_RECORD_BYTES,
+    RECORD_SHARDS,
     SESSIONS_ANNOTATION,
     Add,
     Admission,
@@ -25,6 +26,7 @@ from kuber_exec_core.limits import (
     plan_changes,
     record_body,
     record_name,
+    shard_of,
 )
 
 TARGET = ResolvedTarget(
@@ -191,3 +193,12 @@ def test_heartbeats_say_until_when_each_replica_lives() -> None:
     }
     assert alive["spec"]["renewTime"] == format_micro_time(now)
     assert alive["metadata"]["labels"]["kuber-exec.io/role"] == "replica"
+
+
+@given(st.text("0123456789abcdef", min_size=16, max_size=16))
+def test_a_limited_workspace_has_one_record_an_unlimited_one_many(key: str) -> None:
+    assert shard_of(key, 3) == 0
+    assert 0 <= shard_of(key, None) < RECORD_SHARDS
+    assert record_name("demo", "uid", 0) == record_name("demo", "uid")
+    names = {record_name("demo", "uid", shard) for shard in range(RECORD_SHARDS)}
+    assert len(names) == RECORD_SHARDS

@@ -35,7 +35,7 @@ import anyio
 import anyio.abc
 
 from kuber_exec_core import ExecError, ExecErrorCode, ResolvedTarget, Workspace
-from kuber_exec_core.limits import Add, Admission, Remove, SessionEntry, SetTarget
+from kuber_exec_core.limits import Add, Admission, Remove, SessionEntry, SetTarget, shard_of
 
 from .._groups import single_exception
 from ._legacy_slots import LegacySlotLeases
@@ -259,7 +259,7 @@ class LeaseWorkspaceSlots:
                 "cannot hold a session slot; try again",
             )
         key = secrets.token_hex(8)
-        writer = present.writer(workspace)
+        writer = present.writer(workspace, shard=shard_of(key, self.limit))
         admission = await writer.submit(Add(key, SessionEntry(present.name), self.limit))
         if admission is Admission.REFUSED:
             raise ExecError(
@@ -307,4 +307,4 @@ async def _release(present: Replica, writer: RecordWriter, key: str) -> None:
             logger.warning("recording the end of session %s failed: %s", key, error.message)
     if deadline.cancelled_caught:
         logger.warning("recording the end of session %s took too long; retrying later", key)
-    present.debts.setdefault(f"{writer.project}\0{writer.uid}", set()).add(key)
+    present.debts.setdefault(f"{writer.project}\0{writer.uid}\0{writer.shard}", set()).add(key)

@@ -35,6 +35,7 @@ from kuber_exec_core.limits import (
     IDLE_RECORD_SECONDS,
     MANAGED_BY,
     PROJECT_ANNOTATION,
+    RECORD_SHARDS,
     ROLE_LABEL,
     UID_ANNOTATION,
     SessionEntry,
@@ -43,6 +44,7 @@ from kuber_exec_core.limits import (
     heartbeat_expiries,
     heartbeat_name,
     parse_micro_time,
+    record_name,
 )
 
 from ._rest import RestClient
@@ -263,7 +265,7 @@ class Replica:
             owners.update(entry.replica for entry in record.entries.values())
             orphans = record.orphans(self.alive)
             if orphans:
-                writer = self.writer(Workspace(project=record.project, uid=record.uid))
+                writer = self.writer(Workspace(project=record.project, uid=record.uid), record.name)
                 await writer.adopt(record, orphans)
             elif (
                 not record.entries
@@ -320,14 +322,18 @@ class Replica:
 
     # -- the records -----------------------------------------------------------------------
 
-    def writer(self, workspace: Workspace) -> RecordWriter:
-        """The one writer of ``workspace``'s record in this replica."""
+    def writer(self, workspace: Workspace, name: str | None = None, shard: int = 0) -> RecordWriter:
+        """The one writer in this replica of ``workspace``'s record ``shard`` (or the record
+        called ``name``, as listed)."""
         from ._session_records import RecordWriter
 
-        key = f"{workspace.project}\0{workspace.uid}"
+        if name is not None:
+            shard = _shard_of_name(workspace, name)
+        key = record_name(workspace.project, workspace.uid, shard)
         writer = self._writers.get(key)
         if writer is None:
-            writer = self._writers[key] = RecordWriter(self, workspace.project, workspace.uid)
+            writer = RecordWriter(self, workspace.project, workspace.uid, shard)
+            self._writers[key] = writer
         return writer
 
     def forget_idle_writers(self) -> None:
@@ -339,14 +345,21 @@ class Replica:
 
     async def _pay_debts(self) -> None:
         for key in list(self.debts):
-            project, uid = key.split("\0", 1)
+            project, uid, shard = key.split("\0", 2)
             sessions = self.debts.pop(key)
-            writer = self.writer(Workspace(project=project, uid=uid))
+            writer = self.writer(Workspace(project=project, uid=uid), shard=int(shard))
             try:
                 await writer.remove(sessions)
             except ExecError:
                 self.debts.setdefault(key, set()).update(sessions)
                 return
+
+
+def _shard_of_name(workspace: Workspace, name: str) -> int:
+    for shard in range(RECORD_SHARDS):
+        if record_name(workspace.project, workspace.uid, shard) == name:
+            return shard
+    raise ExecError(ExecErrorCode.FAILED, f"{name} is not a session record of its workspace")
 
 
 def record_from_listing(lease: object) -> SessionRecord | None:

@@ -65,17 +65,18 @@ class _Pending:
 class RecordWriter:
     """The group-committing writer of one workspace's record (see the module docstring)."""
 
-    def __init__(self, replica: Replica, project: str, uid: str) -> None:
+    def __init__(self, replica: Replica, project: str, uid: str, shard: int = 0) -> None:
         self.replica = replica
         self.project = project
         self.uid = uid
-        self.name = record_name(project, uid)
+        self.shard = shard
+        self.name = record_name(project, uid, shard)
         self._queue: list[_Pending] = []
         self._lock = anyio.Lock()
         #: The record as this replica last wrote or read it (``None``: read it first). A new
         #: writer guesses "absent": a quiet workspace's first session is one create (a ``409``
         #: says otherwise, and the record is read).
-        self._record: SessionRecord | None = SessionRecord.absent(project, uid)
+        self._record: SessionRecord | None = SessionRecord.absent(project, uid, shard)
         #: When this writer last changed the record (``anyio.current_time()``).
         self.changed_at = anyio.current_time()
         #: Writes made and changes they carried, for cost figures and tests.
@@ -83,7 +84,7 @@ class RecordWriter:
         self.changes = 0
 
     def __repr__(self) -> str:
-        return f"RecordWriter({self.project!r}, {self.uid!r})"
+        return f"RecordWriter({self.name!r})"
 
     async def submit(self, change: Change) -> Admission | None:
         """Commit ``change`` (with whatever else is queued); an :class:`Add`'s admission.
@@ -195,7 +196,7 @@ class RecordWriter:
     async def _read(self) -> SessionRecord:
         answer = await self.replica.call("GET", self.name)
         if answer.status == 404:
-            return SessionRecord.absent(self.project, self.uid)
+            return SessionRecord.absent(self.project, self.uid, self.shard)
         expect(answer, 200, self.replica.slots, "get")
         return self._parse(answer)
 
