@@ -189,27 +189,44 @@ class Replica:
             scope.cancel()
 
     async def run(self) -> None:
-        """Renew every ``renew_interval`` (sooner after a failure), fence when renewals fail
-        for too long, pay debts, and look at the others (and sweep) every ``duration``."""
+        """The heartbeat, and apart from it (a long sweep must not delay a renewal) the
+        upkeep: debts, idle writers, and every ``duration`` a look at the others."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._beat)
+            tasks.start_soon(self._tend)
+
+    async def _beat(self) -> None:
+        """Renew every ``renew_interval`` (sooner after a failure); fence when renewals have
+        failed for ``fence_after``."""
         interval = self.slots.renew_interval
+        bound = max(0.5, interval / 2)
         next_renewal = anyio.current_time()
-        next_look = next_renewal + self.slots.duration
         while True:
             deadline = next_renewal
             if self._renewed_at is not None and self._fences:
-                deadline = min(deadline, self._renewed_at + self.fence_after)
+                fence_at = self._renewed_at + self.fence_after
+                if fence_at > anyio.current_time():  # once passed, the sessions were ended
+                    deadline = min(deadline, fence_at)
             await anyio.sleep_until(deadline)
             if anyio.current_time() >= next_renewal:
                 started = anyio.current_time()
+                next_renewal = started + min(1.0, interval / 2)  # unless it succeeds
                 try:
-                    with anyio.fail_after(max(0.5, interval / 2)):
+                    with anyio.fail_after(bound):
                         await self.renew()
                     next_renewal = started + interval
-                except (ExecError, TimeoutError) as error:
+                except ExecError as error:
                     logger.warning("renewing the replica heartbeat failed: %s", error)
-                    next_renewal = started + min(1.0, interval / 2)
+                except TimeoutError:
+                    logger.warning("renewing the replica heartbeat got no answer in %g s", bound)
             if self.fenced():
                 self._end_sessions()
+
+    async def _tend(self) -> None:
+        next_look = anyio.current_time() + self.slots.duration
+        while True:
+            await anyio.sleep(self.slots.renew_interval)
+            if self.fenced():
                 continue
             await self._pay_debts()
             self.forget_idle_writers()
