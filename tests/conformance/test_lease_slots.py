@@ -327,6 +327,33 @@ async def test_the_sweep_cleans_up_after_a_dead_replica_with_no_session_waiting(
         )
 
 
+async def test_a_replica_started_after_the_last_look_is_not_taken_for_dead(
+    adapter: Any, sandbox: Sandbox
+) -> None:
+    async with replicas(adapter, sandbox.url, 1, 1, duration=30) as (early,):
+        assert (
+            await early.execute(
+                REQUEST.__class__(workspace=WORKSPACE, deployment="web", command=["true"])
+            )
+        ).exit_code == 0
+        # The early replica's last look at the heartbeats predates the late one.
+        await early.backend.cluster_slots.present.refresh_alive()
+        async with (
+            replicas(adapter, sandbox.url, 1, 1, first=1, duration=30) as (late,),
+            late.open_interactive(REQUEST, tty=False),
+        ):
+            await eventually(lambda: all(recorded(sandbox.leases)))
+            found = record(sandbox.leases)
+            assert found is not None
+            ((entry),) = found.entries.values()
+            assert entry.supervision is not None
+            with pytest.raises(ExecError) as raised:
+                await early.execute(REQUEST)
+            assert raised.value.code is ExecErrorCode.ABORTED
+            # Refused, and the late replica's session untouched.
+            assert session_processes(entry.supervision)
+
+
 async def test_a_partitioned_replica_ends_its_sessions_before_the_others_count_them_out(
     adapter: Any, sandbox: Sandbox
 ) -> None:

@@ -61,9 +61,6 @@ logger = logging.getLogger("kuber_exec")
 #: Never raises; returns when done or given up (it bounds itself).
 OrphanCleaner = Callable[[ResolvedTarget, Sequence[tuple[str, bool]]], Coroutine[Any, Any, None]]
 
-#: How old the view of live replicas may be when a refusal depends on it.
-_FRESH_VIEW = 1.0
-
 
 def _selector(role: str) -> str:
     return quote(f"{MANAGED_BY[0]}={MANAGED_BY[1]},{ROLE_LABEL}={role}", safe="=,")
@@ -85,7 +82,6 @@ class Replica:
         self._renewed_at: float | None = None
         #: Each replica's heartbeat expiry (POSIX seconds) at the last look.
         self._expiries: dict[str, float] = {}
-        self._looked_at = -math.inf
         self._fences: set[anyio.CancelScope] = set()
         self._writers: dict[str, RecordWriter] = {}
         #: Session keys whose removal failed (the API was unreachable): retried each beat.
@@ -255,27 +251,28 @@ class Replica:
         clock (this one is always alive)."""
         return replica == self.name or self._expiries.get(replica, -math.inf) > self.slots.clock()
 
-    async def refresh_alive(self, max_age: float = _FRESH_VIEW) -> list[Any]:
-        """Read the heartbeats unless the last look is fresher than ``max_age`` seconds."""
-        if anyio.current_time() - self._looked_at < max_age:
-            return []
+    async def refresh_alive(self) -> list[Any]:
+        """Read the heartbeats (to judge a record's entries, after reading the record)."""
         heartbeats = await self.list_role("replica")
         self._expiries = heartbeat_expiries(heartbeats)
-        self._looked_at = anyio.current_time()
         return heartbeats
 
     async def look_around(self) -> None:
         """Read the heartbeats; the first live replica by name also sweeps."""
-        heartbeats = await self.refresh_alive(max_age=0.0)
+        await self.refresh_alive()
         live = {replica for replica in self._expiries if self.alive(replica)}
         if min(live | {self.name}) == self.name:
-            await self.sweep(heartbeats)
+            await self.sweep()
 
-    async def sweep(self, heartbeats: Sequence[Any]) -> None:
+    async def sweep(self) -> None:
         """Clean up after dead replicas: every record's entries of a dead replica are cleaned
         up and removed; heartbeats that expired long ago and own no entry are deleted."""
         owners: set[str] = set()
-        for lease in await self.list_role("sessions"):
+        records = await self.list_role("sessions")
+        # The heartbeats after the records: a replica missing from them is gone (its entries
+        # were written after its heartbeat), not one that started since.
+        heartbeats = await self.refresh_alive()
+        for lease in records:
             record = record_from_listing(lease)
             if record is None:
                 continue

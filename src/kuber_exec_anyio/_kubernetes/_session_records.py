@@ -173,6 +173,9 @@ class RecordWriter:
             record = self._record or await self._read()
             plan = plan_changes(record, changes, alive=replica.alive)
             if plan.doubtful:
+                # Heartbeats read *after* the record: an entry is written only once its
+                # replica's heartbeat exists, so a replica missing from this read is gone, not
+                # new (an older read could miss a replica that started since).
                 await replica.refresh_alive()
                 orphans = record.orphans(replica.alive)
                 if orphans:
