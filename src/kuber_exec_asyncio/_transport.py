@@ -39,6 +39,7 @@ from kuber_exec_websocket import (
     ReceivedFrames,
     UpgradeAnswer,
     open_protocol,
+    upgrade_failed,
 )
 
 __all__ = ["AsyncioWebSocketTransport", "open_asyncio_transport"]
@@ -338,10 +339,7 @@ async def _open(
             await transport.upgrade()
     except OSError as error:  # TimeoutError among them
         if connected:  # the upgrade's wait ends only in its answer or the deadline
-            raise ExecError(
-                ExecErrorCode.FAILED,
-                f"The exec upgrade failed: no answer within {options.connect_timeout:g} s",
-            ) from None
+            raise upgrade_failed(f"no answer within {options.connect_timeout:g} s") from None
         raise ExecError(
             ExecErrorCode.FAILED,
             f"Could not connect to {host}:{port}: {describe_error(error)}",

@@ -41,6 +41,7 @@ from kuber_exec_websocket import (
     ReceivedFrames,
     UpgradeAnswer,
     open_protocol,
+    upgrade_failed,
 )
 
 __all__ = ["TrioWebSocketTransport", "open_trio_transport"]
@@ -220,10 +221,7 @@ async def open_trio_transport(options: TransportOptions) -> AsyncIterator[TrioWe
         with trio.move_on_at(deadline) as upgrading:
             first = await _upgrade(protocol, stream, options)
         if upgrading.cancelled_caught:
-            raise ExecError(
-                ExecErrorCode.FAILED,
-                f"The exec upgrade failed: no answer within {options.connect_timeout:g} s",
-            )
+            raise upgrade_failed(f"no answer within {options.connect_timeout:g} s")
         transport = TrioWebSocketTransport(protocol, stream, options.max_message_bytes)
         await transport.receive_first(first)
         try:
@@ -248,9 +246,7 @@ async def _upgrade(protocol: ClientProtocol, stream: _Stream, options: Transport
             if first is not None:
                 return first
     except _STREAM_ERRORS as error:
-        raise ExecError(
-            ExecErrorCode.FAILED, f"The exec upgrade failed: {describe_error(error)}"
-        ) from None
+        raise upgrade_failed(describe_error(error)) from None
 
 
 async def _connect(

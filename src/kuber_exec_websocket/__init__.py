@@ -25,6 +25,7 @@ from ._received import ReceivedFrames as ReceivedFrames
 from ._received import Wakeable as Wakeable
 from ._upgrade import UpgradeAnswer as UpgradeAnswer
 from ._upgrade import open_protocol as open_protocol
+from ._upgrade import upgrade_failed as upgrade_failed
 
 __all__ = [
     "CLOSE_NORMAL",
@@ -35,4 +36,5 @@ __all__ = [
     "UpgradeAnswer",
     "Wakeable",
     "open_protocol",
+    "upgrade_failed",
 ]
