@@ -379,16 +379,16 @@ def test_each_runtime_binding_exports_exactly_the_shared_names(binding: str) -> 
     assert {n for n in unlisted if not inspect.ismodule(getattr(module, n))} == set()
 
 
-def test_the_shared_names_are_the_binding_modules_public_names() -> None:
+def test_the_shared_names_are_the_binding_modules_imports() -> None:
     import kuber_exec_anyio
     import kuber_exec_anyio.binding
 
-    listed = {
-        n for n in vars(kuber_exec_anyio.binding) if n.isidentifier() and not n.startswith("_")
-    }
-    assert set(kuber_exec_anyio.BINDING_NAMES) == listed
+    binding = kuber_exec_anyio.binding
+    imported = {n for n in vars(binding) if n.isidentifier() and not n.startswith("_")}
+    assert binding.__all__ == list(kuber_exec_anyio.BINDING_NAMES)
+    assert set(binding.__all__) == imported
     assert set(kuber_exec_anyio.__all__) == {
-        "BINDING_NAMES", "BackendHooks", "KubernetesBackend", *listed
+        "BINDING_NAMES", "BackendHooks", "KubernetesBackend", *binding.__all__
     }  # fmt: skip
 
 
@@ -413,7 +413,7 @@ def test_the_bindings_share_one_implementation() -> None:
                "kuber_exec_core.validation", "kuber_exec_core.supervision",
                "kuber_exec_core.asciicast", "kuber_exec_core.transport",
                "kuber_exec_core.copy", "kuber_exec_core.tar",
-               "kuber_exec_anyio.transport",
+               "kuber_exec_anyio.transport", "kuber_exec_anyio.binding",
                "kuber_exec_anyio.testing"],
 )  # fmt: skip
 def test_public_submodules_resolve(module: str) -> None:

@@ -15,10 +15,7 @@ from ._kubernetes._backend import KubernetesBackend as KubernetesBackend
 from .binding import *  # noqa: F403
 
 #: What every runtime binding exports, besides its own ``KubernetesBackend`` and
-#: ``connect_exec``: the public names of :mod:`kuber_exec_anyio.binding`, in its order (pytest's
-#: assertion rewriting adds names there that are no identifiers: those are not counted).
-BINDING_NAMES: tuple[str, ...] = tuple(
-    name for name in vars(_binding) if name.isidentifier() and not name.startswith("_")
-)
+#: ``connect_exec``: :mod:`kuber_exec_anyio.binding`'s names, in its order.
+BINDING_NAMES: tuple[str, ...] = tuple(_binding.__all__)
 
 __all__ = ["BINDING_NAMES", "BackendHooks", "KubernetesBackend", *BINDING_NAMES]

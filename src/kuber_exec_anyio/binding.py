@@ -3,10 +3,9 @@
 and error types.
 
 A binding re-exports this module whole (``from kuber_exec_anyio.binding import *``), so the
-names are listed here once: adding one here adds it to ``kuber_exec_trio``,
-``kuber_exec_asyncio`` and :data:`kuber_exec_anyio.BINDING_NAMES` together. Only these
-re-exports are public here (no ``from __future__`` import, no helper): every public name of
-this module is one a binding exports.
+names are listed here once, in ``__all__``: adding one here adds it to ``kuber_exec_trio``,
+``kuber_exec_asyncio`` and :data:`kuber_exec_anyio.BINDING_NAMES` together. The module holds
+nothing else: every public name it imports is in ``__all__`` (``tests/test_architecture.py``).
 """
 
 from kuber_exec_core import Close as Close
@@ -48,3 +47,47 @@ from ._kubernetes._preflight import ExecPreflight as ExecPreflight
 from ._limits import SessionLimits as SessionLimits
 from ._service import ExecService as ExecService
 from ._session import InteractiveSession as InteractiveSession
+
+__all__ = [
+    # the service
+    "AuditEvent",
+    "Backend",
+    "ClusterConfig",
+    "ClusterSlots",
+    "ExecConnection",
+    "ExecPreflight",
+    "ExecService",
+    "InteractiveSession",
+    "JsonLinesAuditLog",
+    "Recording",
+    "RecordingSink",
+    "SessionLimits",
+    # copying files
+    "CopyError",
+    "CopyProblem",
+    "CopyProgress",
+    "CopyResult",
+    "CopyTarget",
+    "DEFAULT_COPY_RETRIES",
+    "copy_from_pod",
+    "copy_to_pod",
+    "download_stream",
+    "upload_stream",
+    # the core's request, frame and error types
+    "Close",
+    "Error",
+    "ExecError",
+    "ExecErrorCode",
+    "ExecLimits",
+    "ExecOutputLimitError",
+    "ExecRequest",
+    "ExecResult",
+    "Exit",
+    "Impersonation",
+    "Resize",
+    "ResolvedTarget",
+    "Stderr",
+    "Stdin",
+    "Stdout",
+    "Workspace",
+]
