@@ -21,12 +21,12 @@ import platform
 import subprocess
 import sys
 import time
-from collections import Counter
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 import kuber_exec_trio
 from kuber_exec_anyio._kubernetes._lease_slots import LeaseWorkspaceSlots
@@ -47,15 +47,17 @@ def _commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
-async def steady_state(url: str, store: Any, design: str, sessions: int, replicas: int,
-                       window: float) -> dict[str, Any]:
+async def steady_state(
+    url: str, store: Any, design: str, sessions: int, replicas: int, window: float
+) -> dict[str, Any]:
     """Open ``sessions`` over ``replicas``, then count the Lease calls over ``window`` s."""
     async with AsyncExitStack() as stack:
         holders: list[Any] = []
         for index in range(replicas):
             slots = kuber_exec_trio.ClusterSlots(NAMESPACE, replica=f"{design}-{index}")
             backend = kuber_exec_trio.KubernetesBackend(
-                kuber_exec_trio.ClusterConfig(url), cluster_slots=slots,
+                kuber_exec_trio.ClusterConfig(url),
+                cluster_slots=slots,
                 max_concurrent_requests=32,
             )
             await stack.enter_async_context(backend)
@@ -81,7 +83,7 @@ async def steady_state(url: str, store: Any, design: str, sessions: int, replica
             for index in range(sessions):
                 tasks.start_soon(hold, index)
                 if index % 100 == 99:
-                    await anyio.sleep(0)  # let the first ones start writing
+                    await anyio.lowlevel.checkpoint()  # let the first ones start writing
             await all_open.wait()
             open_seconds = time.monotonic() - started
             before = store.calls.copy()
@@ -130,12 +132,14 @@ async def taking(url: str, store: Any, design: str) -> list[dict[str, Any]]:
                         samples.append(time.perf_counter() - start)
                         counts.append(sum(store.calls.values()) - before)
                 samples.sort()
-                rows.append({
-                    "design": design,
-                    "taken": taken,
-                    "calls_to_take": max(counts),
-                    "median_ms": round(samples[len(samples) // 2] * 1000, 2),
-                })
+                rows.append(
+                    {
+                        "design": design,
+                        "taken": taken,
+                        "calls_to_take": max(counts),
+                        "median_ms": round(samples[len(samples) // 2] * 1000, 2),
+                    }
+                )
     return rows
 
 
