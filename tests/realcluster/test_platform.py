@@ -21,6 +21,8 @@ from typing import Any
 import anyio
 import pytest
 
+from conformance.proxy import FreezingProxy
+
 from .kube import KUBECTL, WS_MAIN, Cluster, kubectl, poll
 
 pytestmark = pytest.mark.anyio
@@ -452,3 +454,70 @@ async def _read_line(adapter: ModuleType, session: Any) -> bytes:
             if seen.endswith(b"\n"):
                 return bytes(seen)
     raise AssertionError(f"the session ended after {bytes(seen)!r}")
+
+
+async def test_a_partitioned_replica_ends_its_sessions_before_another_takes_its_place(
+    adapter: ModuleType, platform: Cluster
+) -> None:
+    # The cut-off replica reaches the API server through a loopback proxy (TLS passes through
+    # it untouched) that the test partitions: every call of it fails, its exec streams too.
+    duration, interval = 4, 1.0
+    config = _read_json(platform.kubeconfig("executor"))
+    fenced: list[Any] = []
+    ended_at: list[float] = []
+    async with FreezingProxy(config["clusters"][0]["cluster"]["server"]).running() as proxy:
+        config["clusters"][0]["cluster"]["server"] = proxy.url.replace("http://", "https://")
+        path = Path(platform.info["state"]) / f"partitioned-{uuid.uuid4().hex[:8]}.kubeconfig"
+        path.write_text(json.dumps(config))
+        limits = adapter.SessionLimits(max_sessions_per_workspace=1)
+        options = {"duration": duration, "renew_interval": interval}
+        cut_backend = adapter.KubernetesBackend.from_kubeconfig(
+            str(path),
+            cluster_slots=adapter.ClusterSlots(SLOTS_NS, replica="partitioned", **options),
+        )
+        other_backend = adapter.KubernetesBackend.from_kubeconfig(
+            platform.kubeconfig("executor"),
+            cluster_slots=adapter.ClusterSlots(SLOTS_NS, replica="connected", **options),
+        )
+        async with cut_backend, other_backend, anyio.create_task_group() as tasks:
+            cut = adapter.ExecService(cut_backend, session_limits=limits)
+            other = adapter.ExecService(other_backend, session_limits=limits)
+            opened = anyio.Event()
+
+            async def hold() -> None:
+                try:
+                    async with cut.open_interactive(request(adapter, "exec cat"), tty=False):
+                        opened.set()
+                        await anyio.sleep_forever()
+                except adapter.ExecError as error:
+                    fenced.append(error)
+                ended_at.append(time.monotonic())
+
+            tasks.start_soon(hold)
+            await opened.wait()
+            proxy.partition()
+            partitioned_at = time.monotonic()
+            admitted_at = None
+            codes = set()
+            with anyio.fail_after(6 * duration):
+                while admitted_at is None:
+                    try:
+                        await other.execute(request(adapter, "true"))
+                        admitted_at = time.monotonic()
+                    except adapter.ExecError as error:
+                        codes.add(error.code)
+                        await anyio.sleep(0.25)  # a client retrying, not synchronisation
+            proxy.heal()
+    path.unlink()
+    assert codes <= {adapter.ExecErrorCode.ABORTED}
+    assert [error.code for error in fenced] == [adapter.ExecErrorCode.ABORTED]
+    assert admitted_at is not None
+    assert ended_at[0] < admitted_at
+    # Fenced after duration - interval without a renewal; the place given within about
+    # the duration (plus the cleanup of its `cat`).
+    assert ended_at[0] - partitioned_at < duration
+    assert admitted_at - partitioned_at < 3 * duration
+    print(
+        f"\npartitioned replica fenced after {ended_at[0] - partitioned_at:.1f} s, its place "
+        f"taken after {admitted_at - partitioned_at:.1f} s (duration {duration} s)"
+    )
