@@ -15,7 +15,7 @@ K8S ?= 1.37
 REALCLUSTER_TEST_VERSIONS := $(if $(filter command line environment,$(origin K8S)),$(K8S),1.37 1.20)
 REALCLUSTER_ENV := KUBER_REALCLUSTER_NETNS=$(REALCLUSTER_NETNS) KUBER_REALCLUSTER_STATE=$(REALCLUSTER_STATE) KUBER_REALCLUSTER_K8S=$(K8S)
 
-.PHONY: realcluster realcluster-down realcluster-test realcluster-build realcluster-bench
+.PHONY: realcluster realcluster-down realcluster-test realcluster-build realcluster-bench realcluster-crowd
 
 ## realcluster-build: build (or reuse) the binaries in ~/.cache/kuber-exec/realcluster/<version>
 ## (Go's caches in ~/.cache/kuber-exec/go).
@@ -38,6 +38,11 @@ realcluster-test: $(REALCLUSTER_DEPS)
 	    $(REALCLUSTER_ENV) KUBER_REALCLUSTER_K8S=$$v VENV=$(REALCLUSTER_VENV) \
 	        bash scripts/realcluster/run-tests.sh || rc=1; \
 	done; exit $$rc
+
+## realcluster-crowd: with the cluster up (make realcluster), a crowd of S sessions ending at once
+## and a killed replica's: processes left (benchmarks/results/realcluster_crowd_1_<minor>.json).
+realcluster-crowd: $(REALCLUSTER_DEPS)
+	$(REALCLUSTER_ENV) KUBER_REALCLUSTER=$(REALCLUSTER_STATE)/cluster.json nsenter --net=/run/netns/$(REALCLUSTER_NETNS) $(REALCLUSTER_PY) scripts/realcluster/crowd.py $(ARGS)
 
 ## realcluster-bench: with the cluster up (make realcluster), kuber-exec vs kubectl and the official
 ## client on the same pod: throughput and small-command latency, as ratios.
