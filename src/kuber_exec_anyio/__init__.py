@@ -34,6 +34,7 @@ from ._audit._recording import RecordingSink as RecordingSink
 from ._backend import Backend as Backend
 from ._backend import BackendHooks as BackendHooks
 from ._backend import ExecConnection as ExecConnection
+from ._cleanup import CleanupStatus as CleanupStatus
 from ._copy._common import DEFAULT_COPY_RETRIES as DEFAULT_COPY_RETRIES
 from ._copy._common import CopyProgress as CopyProgress
 from ._copy._common import CopyResult as CopyResult
@@ -96,4 +97,4 @@ BINDING_NAMES: tuple[str, ...] = (
     "Workspace",
 )
 
-__all__ = ["BINDING_NAMES", "BackendHooks", "KubernetesBackend", *BINDING_NAMES]
+__all__ = ["BINDING_NAMES", "BackendHooks", "CleanupStatus", "KubernetesBackend", *BINDING_NAMES]
