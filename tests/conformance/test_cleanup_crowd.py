@@ -201,3 +201,44 @@ async def test_without_a_background_host_the_callers_clean_up_within_their_bound
         assert (status.in_progress, status.pending, status.abandoned) == (0, 0, 0)
         assert status.done == 40
         assert status.execs < 40
+
+
+async def test_leaving_the_backend_lets_the_background_cleanups_finish(
+    adapter: Any, sandbox: Any
+) -> None:
+    async with backend_for(adapter, sandbox) as backend:
+        service = adapter.ExecService(backend, cleanup_grace=GRACE)
+        service.cleanup_settings = _TinyBound()
+        ids = await leave_together(service, 3)
+        assert service.cleanup_status.pending == 3
+    # Leaving the block waited (bounded: background_exit_timeout) for what was still running.
+    status = service.cleanup_status
+    assert (status.done, status.in_progress, status.abandoned) == (3, 0, 0)
+    assert running_sessions(ids) == set()
+
+
+async def test_background_cleanups_past_the_exit_timeout_are_counted_abandoned(
+    adapter: Any, sandbox: Any
+) -> None:
+    async with backend_for(adapter, sandbox) as backend:
+        backend.background_exit_timeout = 0.0  # cancel at once
+        service = adapter.ExecService(backend, cleanup_grace=GRACE)
+        service.cleanup_settings = _TinyBound()
+        ids = await leave_together(service, 2)
+    status = service.cleanup_status
+    assert status.in_progress == 0
+    assert status.done + status.abandoned == 2
+    kill_sessions(ids)  # what the cancelled cleanup may have left
+
+
+def kill_sessions(session_ids: Iterable[str]) -> None:
+    """End, as a test's own cleanup, whatever of ``session_ids`` still runs."""
+    wanted = {f"{SESSION_ENVIRONMENT_VARIABLE}={i}".encode() for i in session_ids}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if wanted.intersection((entry / "environ").read_bytes().split(b"\0")):
+                os.kill(int(entry.name), 9)
+        except OSError:
+            continue

@@ -97,7 +97,7 @@ class KubernetesBackend(BackendHooks):
     default_transport: ClassVar[TransportOpener | None] = None
     #: Seconds leaving the ``async with`` block waits for background work (cleanups still
     #: running, docs/cleanup.md) before cancelling it; a cleanup's own run is a few seconds.
-    background_exit_timeout: ClassVar[float] = 10.0
+    background_exit_timeout: float = 10.0
 
     def __init__(
         self,
