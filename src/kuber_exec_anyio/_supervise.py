@@ -54,15 +54,16 @@ class CleanupSettings:
 
     @property
     def timeout(self) -> float:
-        """The longest one cleanup exec may hold its caller."""
+        """The longest a cleanup may hold its caller (after it, the cleanup goes on in the
+        background when the backend hosts one: ``CleanupOutcome.PENDING``)."""
         return 2 * self.grace + CLEANUP_MARGIN
 
 
 #: How many cleanup execs one service runs at once. Leaving thousands of sessions at once (a
 #: platform shutting down, a burst cancelled) started as many cleanup execs as sessions, all
 #: competing with the closing handshakes: on the benchmark server not one of 10,000 finished
-#: within its timeout. A bounded number at a time gets through; the rest wait their turn
-#: within the same timeout, so no caller is held longer than before.
+#: within its timeout. A bounded number at a time gets through; since issue 39 each is a batch
+#: of up to 128 sessions of one container (``_cleanup.CleanupCrew``).
 MAX_CONCURRENT_CLEANUPS = 32
 
 
