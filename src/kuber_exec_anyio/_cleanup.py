@@ -264,6 +264,8 @@ class CleanupCrew:
         container = self._container(target)
         for job in jobs:
             self._enqueue(container, job, bound)
+        if not container.led and container.host is None:
+            self._vacated(container)  # all refused (a full queue): forget the container
         try:
             with anyio.move_on_after(bound):
                 while waiter.unsettled:
