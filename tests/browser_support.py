@@ -33,9 +33,10 @@ import socket
 import struct
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -216,3 +217,30 @@ def screenshot(page: Page, name: str, *, full_page: bool = True) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)
     return path
+
+
+def poll_page(
+    page: Page,
+    expression: str,
+    until: Callable[[Any], bool] = bool,
+    *,
+    timeout: float = 15.0,
+    describe: Callable[[Any], str] | None = None,
+) -> Any:
+    """Evaluate ``expression`` in ``page`` every 50 ms until ``until(value)`` holds; the value.
+    (Playwright's own ``wait_for_function`` needs eval, which the pages' Content-Security-Policy
+    forbids.)
+
+    Raises:
+        AssertionError: after ``timeout`` seconds, saying ``describe(value)`` of the last value
+            (by default that ``expression`` stayed that value).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = page.evaluate(expression)
+        if until(value):
+            return value
+        if time.monotonic() > deadline:
+            said = describe(value) if describe else f"{expression} stayed {value!r}"
+            raise AssertionError(said)
+        page.wait_for_timeout(50)

@@ -1,5 +1,8 @@
 """The house rules of docs/architecture.md: which package may import which, and pinned surfaces.
 
+The rules themselves (:data:`ALLOWED`, :data:`WINGS`) live in ``tests/support/architecture.py``,
+which also writes that page's tables and diagram from them and from the code.
+
 Each package may import only the packages below it in the layering; the import scan reads every
 module's source (``ast``), so a rule breaks here the moment someone adds the import. A direct
 import is not the whole story (a package may reach a forbidden one through an allowed one), so
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,37 +21,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-
-#: What each top-level package may import among the project's packages (docs/architecture.md).
-ALLOWED: dict[str, set[str]] = {
-    "kuber_exec_core": set(),
-    "kuber_exec_anyio": {"kuber_exec_core"},
-    # The exec WebSocket's client side on websockets' sans-IO protocol, shared by both bindings.
-    "kuber_exec_websocket": {"kuber_exec_core"},
-    "kuber_exec_trio": {"kuber_exec_core", "kuber_exec_anyio", "kuber_exec_websocket"},
-    "kuber_exec_asyncio": {"kuber_exec_core", "kuber_exec_anyio", "kuber_exec_websocket"},
-    "kuber_exec_sandbox": {"kuber_exec_core"},
-    "kuber_exec_cli": {
-        "kuber_exec_core",
-        "kuber_exec_trio",
-        "kuber_exec_sandbox",
-        "kuber_exec_web",
-    },
-    # The pytest plugin: fixtures over the sandbox and the bindings (imported when used).
-    "kuber_exec_pytest": {
-        "kuber_exec_core",
-        "kuber_exec_anyio",
-        "kuber_exec_sandbox",
-    },
-    "kuber_exec_web": {
-        "kuber_exec_core",
-        "kuber_exec_anyio",
-        "kuber_exec_asyncio",
-        "kuber_exec_trio",
-        "kuber_exec_sandbox",
-    },
-}
+from support.architecture import ALLOWED, ANYIO, HALL, PAGE, SRC, WINGS, rewrite
 
 #: Third-party libraries a package may not import: what keeps each extra independent.
 FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
@@ -140,6 +114,20 @@ def _private_imports(path: Path, package: str) -> set[str]:
 PACKAGES = sorted(p.parent.name for p in SRC.glob("kuber_exec_*/__init__.py"))
 
 
+def test_the_architecture_page_is_what_the_code_says() -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    assert rewrite(page) == page, "docs/architecture.md is stale: run scripts/architecture.py"
+
+
+def test_the_page_rewrite_replaces_only_the_generated_parts() -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    stale = page.replace("| `kuber_exec_core` |", "| `kuber_exec_old` |", 1)
+    assert stale != page
+    assert rewrite(stale) == page
+    with pytest.raises(ValueError, match="no markers"):
+        rewrite("# a page without the markers\n")
+
+
 def test_every_package_has_a_rule() -> None:
     assert set(PACKAGES) <= set(ALLOWED), "a new package needs its line in ALLOWED"
     assert {"kuber_exec_core", "kuber_exec_anyio", "kuber_exec_trio"} <= set(PACKAGES)
@@ -214,18 +202,6 @@ def test_packages_use_each_other_only_through_public_modules(package: str) -> No
     assert offending == {}
 
 
-#: The async layer's wings, each a private folder with one job, and what each may import besides
-#: the core: ``"hall"`` is the top level (the service, admission, sessions, drivers and the
-#: backend seam), which may import every wing (docs/architecture.md).
-WINGS: dict[str, set[str]] = {
-    "_connection": {"hall"},
-    "_kubernetes": {"hall", "_connection"},
-    "_audit": set(),
-    "_copy": {"hall", "_audit"},
-}
-ANYIO = SRC / "kuber_exec_anyio"
-
-
 def _wing_of(module: str) -> str | None:
     """The wing of ``kuber_exec_anyio``'s ``module`` (``"hall"`` for its top level), or
     ``None`` outside the async layer."""
@@ -233,7 +209,7 @@ def _wing_of(module: str) -> str | None:
     if top != "kuber_exec_anyio":
         return None
     first = rest.partition(".")[0]
-    return first if first in WINGS else "hall"
+    return first if first in WINGS else HALL
 
 
 def test_the_async_layer_is_a_hall_and_its_wings() -> None:
@@ -249,7 +225,7 @@ def test_each_wing_imports_only_what_its_rule_allows() -> None:
         module = _module_name(path)
         wing = _wing_of(module)
         assert wing is not None
-        if wing == "hall":
+        if wing == HALL:
             continue
         reached = {_wing_of(target) for target in _absolute_imports(path, module)}
         bad = sorted(w for w in reached if w is not None and w != wing and w not in WINGS[wing])
@@ -348,13 +324,10 @@ CORE_NAMES = {
     "ExecStreams", "ExecuteRun", "Subprotocol",
 }  # fmt: skip
 
-BINDING_NAMES = {
-    "Backend", "ClusterConfig", "ExecConnection", "ExecService", "InteractiveSession",
-    "KubernetesBackend", "connect_exec",
-    "Close", "Error", "ExecError", "ExecErrorCode", "ExecLimits", "ExecOutputLimitError",
-    "ExecRequest", "ExecResult", "Exit", "Resize", "ResolvedTarget", "Stderr", "Stdin",
-    "Stdout", "Workspace",
-}  # fmt: skip
+#: How many names every runtime binding exports besides its own ``KubernetesBackend`` and
+#: ``connect_exec`` (``kuber_exec_anyio.BINDING_NAMES``, listed once in
+#: ``kuber_exec_anyio.binding``): changing it is an API change, made here on purpose.
+BINDING_NAME_COUNT = 38
 
 
 def test_the_core_surface_is_pinned_and_h11_sized() -> None:
@@ -365,18 +338,34 @@ def test_the_core_surface_is_pinned_and_h11_sized() -> None:
 
 
 @pytest.mark.parametrize("binding", ["kuber_exec_trio", "kuber_exec_asyncio"])
-def test_both_runtime_bindings_export_the_same_names(binding: str) -> None:
+def test_each_runtime_binding_exports_exactly_the_shared_names(binding: str) -> None:
+    import kuber_exec_anyio
+    import kuber_exec_anyio.binding
+
+    shared = kuber_exec_anyio.BINDING_NAMES
+    assert len(set(shared)) == len(shared) == BINDING_NAME_COUNT
+    assert set(CORE_NAMES) & set(shared) <= set(kuber_exec_anyio.__all__)
     module = importlib.import_module(binding)
-    extra = {"AuditEvent", "JsonLinesAuditLog", "SessionLimits"}  # the service's audit kit
-    extra |= {"ClusterSlots", "ExecPreflight", "Impersonation"}  # the platform kit
-    extra |= {"Recording", "RecordingSink"}  # the recording kit
-    extra |= {  # copying files (docs/copy.md)
-        "CopyError", "CopyProblem", "CopyProgress", "CopyResult", "CopyTarget",
-        "DEFAULT_COPY_RETRIES", "copy_from_pod", "copy_to_pod", "download_stream",
-        "upload_stream",
+    assert module.__all__ == [*shared, "KubernetesBackend", "connect_exec"]
+    # The same objects as the async layer's, and no public name beyond them (but submodules).
+    assert [n for n in shared if getattr(module, n) is not getattr(kuber_exec_anyio, n)] == []
+    public = {n for n in vars(module) if n.isidentifier() and not n.startswith("_")}
+    unlisted = public - set(module.__all__)
+    assert {n for n in unlisted if not inspect.ismodule(getattr(module, n))} == set()
+
+
+def test_the_shared_names_are_the_binding_modules_imports() -> None:
+    import kuber_exec_anyio
+    import kuber_exec_anyio.binding
+
+    binding = kuber_exec_anyio.binding
+    imported = {n for n in vars(binding) if n.isidentifier() and not n.startswith("_")}
+    assert binding.__all__ == list(kuber_exec_anyio.BINDING_NAMES)
+    assert set(binding.__all__) == imported
+    # CleanupStatus: what ExecService.cleanup_status returns (docs/cleanup.md), for annotations.
+    assert set(kuber_exec_anyio.__all__) == {
+        "BINDING_NAMES", "BackendHooks", "CleanupStatus", "KubernetesBackend", *binding.__all__
     }  # fmt: skip
-    assert set(module.__all__) - extra == BINDING_NAMES
-    assert [name for name in module.__all__ if not hasattr(module, name)] == []
 
 
 def test_the_bindings_share_one_implementation() -> None:
@@ -400,7 +389,7 @@ def test_the_bindings_share_one_implementation() -> None:
                "kuber_exec_core.validation", "kuber_exec_core.supervision",
                "kuber_exec_core.asciicast", "kuber_exec_core.transport",
                "kuber_exec_core.copy", "kuber_exec_core.tar",
-               "kuber_exec_anyio.transport",
+               "kuber_exec_anyio.transport", "kuber_exec_anyio.binding",
                "kuber_exec_anyio.testing"],
 )  # fmt: skip
 def test_public_submodules_resolve(module: str) -> None:

@@ -22,7 +22,7 @@ from kuber_exec_core import ExecRequest, Impersonation
 from ._audit._record import AuditRecord
 from ._backend import backend_hooks
 from ._identity import act_as, stop_acting
-from ._kubernetes._lease_slots import LeaseWorkspaceSlots
+from ._kubernetes._lease_slots import NO_SLOT, LeaseWorkspaceSlots, SessionSlot
 from ._limits import WorkspaceSlots
 
 __all__ = ["admitted", "workspace_slots"]
@@ -42,8 +42,9 @@ def workspace_slots(backend: object, limit: int | None) -> Slots:
 
 def admitted(
     record: AuditRecord, slots: Slots, request: ExecRequest
-) -> AbstractAsyncContextManager[None]:
-    """Audit, act as ``request.on_behalf_of`` and hold a slot of its workspace for the block.
+) -> AbstractAsyncContextManager[SessionSlot]:
+    """Audit, act as ``request.on_behalf_of`` and hold a slot of its workspace for the block;
+    the block gets the slot, to note where each attempt runs (a no-op without cluster slots).
 
     An exception leaving the block (or raised on entry) gives ``record`` its ``ended`` event
     (``AuditRecord.interrupted``) and propagates.
@@ -66,19 +67,20 @@ class _Admission:
         self._token: Token[Impersonation | None] | None = None
         #: The in-process slots one was taken from, or the Lease slot's block, once entered.
         self._local: WorkspaceSlots | None = None
-        self._lease: AbstractAsyncContextManager[None] | None = None
+        self._lease: AbstractAsyncContextManager[SessionSlot] | None = None
 
-    async def __aenter__(self) -> None:
+    async def __aenter__(self) -> SessionSlot:
         self._token = act_as(getattr(self._request, "on_behalf_of", None))
         slots = self._slots
         try:
             if isinstance(slots, WorkspaceSlots):
                 if slots.take(self._request.workspace):
                     self._local = slots
-            else:
-                lease = slots.hold(self._request.workspace)
-                await lease.__aenter__()
-                self._lease = lease
+                return NO_SLOT
+            lease = slots.hold(self._request.workspace)
+            slot = await lease.__aenter__()
+            self._lease = lease
+            return slot
         except BaseException as error:
             stop_acting(self._token)
             self._record.interrupted(error)

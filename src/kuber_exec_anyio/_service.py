@@ -48,6 +48,7 @@ from ._backend import Backend, ExecConnection, backend_hooks
 from ._cleanup import CleanupCrew, CleanupStatus
 from ._drivers import await_start, collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
+from ._kubernetes._lease_slots import SessionSlot
 from ._retarget import open_exec
 from ._session import InteractiveSession, run_session
 from ._supervise import (
@@ -200,7 +201,7 @@ class ExecService:
         """
         request = validate_request_type(request)
         record = AuditRecord(self.audit, "execute", request, tty=False)
-        async with admitted(record, self._slots, request):
+        async with admitted(record, self._slots, request) as slot:
             stdout_limit = validate_output_cap(stdout_cap, "stdout", self.limits)
             stderr_limit = validate_output_cap(stderr_cap, "stderr", self.limits)
             stdin_data = None if stdin is None else stdin_bytes(stdin)
@@ -223,6 +224,7 @@ class ExecService:
                         record.retargeted,
                         command=attempts.command(target),
                     ) as (target, connection):
+                        attempts.note(slot, target, hangup=False)
                         run = ExecuteRun(
                             target,
                             connection.subprotocol,
@@ -298,7 +300,7 @@ class ExecService:
         name = None if recorder is None else recorder.name
         record = AuditRecord(self.audit, "interactive", request, tty=tty, recording=name)
         limits = self.session_limits
-        async with admitted(record, self._slots, request):
+        async with admitted(record, self._slots, request) as slot:
             target = await self.resolve_target(request)
             record.started(target)
             streams = ExecStreams(stdin=stdin, stdout=True, stderr=not tty, tty=tty)
@@ -320,6 +322,7 @@ class ExecService:
                                 command=attempts.command(target),
                             )
                         )
+                        attempts.note(slot, target, hangup=tty)
                         core = ExecSession(
                             connection.subprotocol,
                             tty=tty,
@@ -416,6 +419,14 @@ class _Attempts:
         if self.supervision is None:
             return self._request.command
         return self.supervision.supervised_command(self._request.command)
+
+    def note(self, slot: SessionSlot, target: ResolvedTarget, *, hangup: bool) -> None:
+        """Note in the session's slot where this attempt runs, and under which supervision
+        (what another replica needs to clean up after it)."""
+        supervision = self.supervision
+        slot.note_attempt(
+            target, None if supervision is None else supervision.session_id, hangup=hangup
+        )
 
     def next_attempt(self, session: ExecSession, target: ResolvedTarget) -> NextAttempt | None:
         """The retry ``session``'s end allows (see :func:`next_attempt`)."""

@@ -18,7 +18,7 @@ import anyio
 
 try:
     # Not public API: the running backend, looked up once per session (see __init__). The
-    # bound in pyproject.toml (anyio<5) and tests/kit/test_anyio_private.py guard it.
+    # bound in pyproject.toml (anyio<5) and tests/async_layer/test_anyio_private.py guard it.
     from anyio._core._eventloop import get_async_backend
 except ImportError as error:  # pragma: no cover - only with an anyio we do not support
     raise ImportError(

@@ -3,8 +3,10 @@
 ``open_asyncio_transport`` opens its own TCP/TLS connection with an ``asyncio.Protocol``, runs
 the upgrade through ``websockets``' sans-IO ``ClientProtocol``, reports a refused upgrade with the
 seed's errors, and hands the shared connection code (``kuber_exec_anyio.transport``) whole
-messages, pings and closes. The parsing of the server's frames and the upgrade's answer are
-shared with the trio binding (``kuber_exec_websocket``); only asyncio's I/O lives here.
+messages, pings and closes. The parsing of the server's frames, the upgrade's answer and what a
+send, a ping or a close may do are shared with the trio binding (``kuber_exec_websocket``);
+only asyncio's I/O lives here: the protocol callbacks, flow control both ways, the connect and
+the upgrade's deadline.
 
 The event loop's ``data_received`` feeds the parser and writes its replies (a pong, the Close
 echo) at once; the task that awaits :meth:`AsyncioWebSocketTransport.receive` takes whole
@@ -22,8 +24,6 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 
 from websockets.client import ClientProtocol
-from websockets.exceptions import InvalidState
-from websockets.protocol import State
 
 from kuber_exec_anyio.transport import (
     NoDebugLogger,
@@ -34,11 +34,11 @@ from kuber_exec_anyio.transport import (
 from kuber_exec_core import ExecError, ExecErrorCode
 from kuber_exec_core.channels import Message
 from kuber_exec_websocket import (
-    CLOSE_NORMAL,
     DROPPED,
-    ReceivedFrames,
+    ClientConnection,
     UpgradeAnswer,
     open_protocol,
+    upgrade_failed,
 )
 
 __all__ = ["AsyncioWebSocketTransport", "open_asyncio_transport"]
@@ -61,7 +61,8 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
 
     def __init__(self, protocol: ClientProtocol, options: TransportOptions) -> None:
         self._protocol = protocol
-        self._received = ReceivedFrames(protocol, options.max_message_bytes)
+        self._connection = ClientConnection(protocol, options.max_message_bytes)
+        self._received = self._connection.received
         self._transport: asyncio.Transport | None = None
         # Until the upgrade's answer is whole, reads go to it; then the opener is woken.
         self._answer: UpgradeAnswer | None = UpgradeAnswer(protocol, options.subprotocols)
@@ -77,7 +78,7 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
 
     @property
     def subprotocol(self) -> str | None:
-        return self._protocol.subprotocol
+        return self._connection.subprotocol
 
     @property
     def closing_handshake_done(self) -> bool:
@@ -87,15 +88,8 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
         return self._received.closing_handshake_done
 
     async def send(self, message: Message) -> None:
-        if self._received.end is not None or self._lost:
+        if self._lost or not self._connection.queue_message(message):
             raise TransportClosed(clean=False)
-        try:
-            if isinstance(message, str):
-                self._protocol.send_text(message.encode())
-            else:
-                self._protocol.send_binary(message)
-        except InvalidState:
-            raise TransportClosed(clean=False) from None
         self._write_pending()
         if self._writing_paused:
             await self._drain()
@@ -114,30 +108,25 @@ class AsyncioWebSocketTransport(asyncio.Protocol):
             await self._wait_for_data()
 
     async def ping(self) -> None:
-        if self._received.end is not None or self._protocol.state is not State.OPEN:
-            raise TransportClosed(clean=False)
         pong = asyncio.Event()
-        payload = self._received.ping(pong)
+        payload = self._connection.queue_ping(pong)
+        if payload is None:
+            raise TransportClosed(clean=False)
         try:
-            self._protocol.send_ping(payload)
             self._write_pending()
             await pong.wait()
         finally:
-            arrived = self._received.pong_arrived(payload)
-        if not arrived:
+            answered = self._connection.ping_answered(payload)
+        if not answered:
             raise TransportClosed(clean=False)
 
     async def aclose(self) -> bool:
         transport = self._transport
-        if self._received.end is not None or self._protocol.state is not State.OPEN:
-            return False  # already closing or closed: only the abort that follows is left
         if transport is None or transport.get_write_buffer_size() > 0:
             # Unsent bytes: the peer is not reading, and a Close frame would wait behind them.
             return False
-        try:
-            self._protocol.send_close(CLOSE_NORMAL)
-        except InvalidState:
-            return False
+        if not self._connection.queue_close():
+            return False  # already closing or closed: only the abort that follows is left
         self._write_pending()
         # The server's Close reply comes through receive(), as the end of the messages.
         return True
@@ -338,10 +327,7 @@ async def _open(
             await transport.upgrade()
     except OSError as error:  # TimeoutError among them
         if connected:  # the upgrade's wait ends only in its answer or the deadline
-            raise ExecError(
-                ExecErrorCode.FAILED,
-                f"The exec upgrade failed: no answer within {options.connect_timeout:g} s",
-            ) from None
+            raise upgrade_failed(f"no answer within {options.connect_timeout:g} s") from None
         raise ExecError(
             ExecErrorCode.FAILED,
             f"Could not connect to {host}:{port}: {describe_error(error)}",

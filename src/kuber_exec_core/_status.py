@@ -4,7 +4,8 @@ docs/protocol.md. v4/v5 send one ``metav1.Status`` JSON: ``Success`` is exit 0;
 ``NonZeroExitCode`` carries the code in the ``details.causes[]`` entry whose ``reason`` is
 ``ExitCode`` (wherever it is in the list: taking ``causes[0]`` is a peer's bug); anything else is a
 failure to run (``EXEC_FAILED`` with the Status message). Pre-v4 subprotocols send plain text on
-failure and nothing on success.
+failure and nothing on success. A message that quotes a supervised argv quotes the user's
+argv only (``_server_text``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from ._errors import ExecErrorCode
 from ._frames import Error, Exit
+from ._server_text import without_start_prologue
 from ._state import STREAM_END_FAILURES, StreamEnd, stream_end_failure
 from ._subprotocols import Subprotocol
 
@@ -59,7 +61,7 @@ def parse_status(subprotocol: Subprotocol, payload: bytes) -> Exit | Error:
     frame that quotes no more than the start of it.
     """
     if not subprotocol.has_structured_status:
-        text = payload.decode("utf-8", errors="replace").strip()
+        text = without_start_prologue(payload.decode("utf-8", errors="replace").strip())
         return Error(ExecErrorCode.FAILED, text or STREAM_END_FAILURES[StreamEnd.UNEXPLAINED])
     try:
         status: Any = json.loads(payload)
@@ -77,6 +79,8 @@ def _status_frame(status: Any, payload: bytes) -> Exit | Error:
             f"Kubernetes exec protocol error: the status was not a Status object: {preview!r}",
         )
     message = _text(status.get("message"))
+    if message:
+        message = without_start_prologue(message)
     reason = _text(status.get("reason"))
     if status.get("status") == "Success":
         return Exit(0, reason, message)

@@ -238,6 +238,7 @@ class ConnectionHandler:
             who,
             leases=self.leases,
             access=self.access,
+            query=request.query,
         )
         if platform is not None:
             await self._respond(connection, stream, platform, head_only=request.method == "HEAD")

@@ -17,6 +17,7 @@ import json
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +63,11 @@ class LeaseStore:
         self._lock = threading.Condition()
         self._leases: dict[tuple[str, str], JSON] = {}
         self._version = 0
+        #: Calls answered, by verb (``get``, ``list``, ``create``, ``update``, ``delete``): what
+        #: the load benchmarks count.
+        self.calls: Counter[str] = Counter()
+        #: Writes (create, update, delete) answered with success, by Lease name.
+        self.writes: Counter[str] = Counter()
 
     def _next_version(self) -> str:
         self._version += 1
@@ -96,16 +102,24 @@ class LeaseStore:
 
     def get(self, namespace: str, name: str) -> LeaseAnswer:
         """GET one Lease."""
+        self.calls["get"] += 1
         stored = self.lease(namespace, name)
         return (200, stored) if stored is not None else _not_found(name)
 
-    def list(self, namespace: str) -> LeaseAnswer:
-        """LIST the Leases of ``namespace`` (by name)."""
+    def list(self, namespace: str, label_selector: str = "") -> LeaseAnswer:
+        """LIST the Leases of ``namespace`` (by name), those whose labels match
+        ``label_selector`` (equality terms ``key=value`` joined by commas) when one is given."""
+        wanted = _equalities(label_selector)
+        if wanted is None:
+            return 400, status_error(
+                400, "BadRequest", f"unable to parse requirement: {label_selector!r}"
+            )
         with self._lock:
+            self.calls["list"] += 1
             items = [
                 json.loads(json.dumps(lease))
                 for (ns, _name), lease in sorted(self._leases.items())
-                if ns == namespace
+                if ns == namespace and _matches(lease, wanted)
             ]
             version = str(self._version)
         return 200, {
@@ -117,6 +131,7 @@ class LeaseStore:
 
     def create(self, namespace: str, body: object) -> LeaseAnswer:
         """POST a Lease: 201 with the stored object, 409 ``AlreadyExists`` if the name is held."""
+        self.calls["create"] += 1
         checked = _checked(body, namespace)
         if isinstance(checked, tuple):
             return checked
@@ -132,10 +147,12 @@ class LeaseStore:
                 creationTimestamp=_now(),
             )
             self._leases[(namespace, name)] = checked
+            self.writes[name] += 1
             return 201, json.loads(json.dumps(checked))
 
     def update(self, namespace: str, name: str, body: object) -> LeaseAnswer:
         """PUT a Lease: 200, 404 if absent, 409 ``Conflict`` if its resourceVersion is stale."""
+        self.calls["update"] += 1
         checked = _checked(body, namespace)
         if isinstance(checked, tuple):
             return checked
@@ -159,11 +176,13 @@ class LeaseStore:
                 metadata[key] = stored["metadata"][key]
             metadata.update(namespace=namespace, resourceVersion=self._next_version())
             self._leases[(namespace, name)] = checked
+            self.writes[name] += 1
             return 200, json.loads(json.dumps(checked))
 
     def delete(self, namespace: str, name: str, body: object = None) -> LeaseAnswer:
         """DELETE a Lease (``DeleteOptions`` body optional): 200 ``Success`` Status, 404 if
         absent, 409 ``Conflict`` when ``preconditions.resourceVersion`` does not match."""
+        self.calls["delete"] += 1
         wanted = None
         if isinstance(body, dict):
             preconditions = body.get("preconditions") or {}
@@ -184,6 +203,7 @@ class LeaseStore:
                     name,
                 )
             del self._leases[(namespace, name)]
+            self.writes[name] += 1
             self._next_version()
             uid = stored["metadata"]["uid"]
         return 200, {
@@ -193,6 +213,22 @@ class LeaseStore:
             "status": "Success",
             "details": {"name": name, "group": GROUP, "kind": "leases", "uid": uid},
         }
+
+
+def _equalities(selector: str) -> dict[str, str] | None:
+    """``key=value`` terms of a label selector (``==`` too); ``None`` for any other form."""
+    wanted: dict[str, str] = {}
+    for term in filter(None, (part.strip() for part in selector.split(","))):
+        key, equals, value = term.replace("==", "=").partition("=")
+        if not equals or not key or "!" in key:
+            return None
+        wanted[key.strip()] = value.strip()
+    return wanted
+
+
+def _matches(lease: JSON, wanted: dict[str, str]) -> bool:
+    labels = lease.get("metadata", {}).get("labels") or {}
+    return all(labels.get(key) == value for key, value in wanted.items())
 
 
 def _checked(body: object, namespace: str) -> JSON | LeaseAnswer:

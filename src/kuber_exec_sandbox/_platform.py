@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 from ._access import AccessPolicy, UserInfo, forbidden
 from ._leases import GROUP, LeaseStore
@@ -45,6 +46,7 @@ def handle_platform(
     *,
     leases: LeaseStore,
     access: AccessPolicy,
+    query: Sequence[tuple[str, str]] = (),
 ) -> RestResponse | None:
     """The answer for a Lease or review request, ``None`` for any other path."""
     if path == _REVIEWS:
@@ -72,7 +74,8 @@ def handle_platform(
     if decoded is ...:
         return status_response(400, "BadRequest", "the request body is not JSON")
     if verb == "list":
-        status, answer = leases.list(namespace)
+        selector = next((value for key, value in query if key == "labelSelector"), "")
+        status, answer = leases.list(namespace, selector)
     elif verb == "create":
         status, answer = leases.create(namespace, decoded)
     else:

@@ -3,8 +3,9 @@
 ``open_trio_transport`` opens its own TCP/TLS stream, runs the upgrade through ``websockets``'
 sans-IO ``ClientProtocol``, reports a refused upgrade with the seed's errors, and hands the shared
 connection code (``kuber_exec_anyio.transport``) whole messages, pings and closes. The parsing
-of the server's frames and the upgrade's answer are shared with the asyncio binding
-(``kuber_exec_websocket``); only trio's I/O lives here.
+of the server's frames, the upgrade's answer and what a send, a ping or a close may do are
+shared with the asyncio binding (``kuber_exec_websocket``); only trio's I/O lives here: the
+reads, the writes under one lock, the connect and the upgrade's deadline.
 
 No task of its own: the task that awaits :meth:`TrioWebSocketTransport.receive` reads the socket
 and feeds the parser, so a message reaches the session's reader without a hand-over between
@@ -22,8 +23,6 @@ from contextlib import asynccontextmanager
 
 import trio
 from websockets.client import ClientProtocol
-from websockets.exceptions import InvalidState
-from websockets.protocol import State
 
 from kuber_exec_anyio.transport import (
     MAX_SERVER_MESSAGE_BYTES,
@@ -35,12 +34,12 @@ from kuber_exec_anyio.transport import (
 from kuber_exec_core import ExecError, ExecErrorCode
 from kuber_exec_core.channels import Message
 from kuber_exec_websocket import (
-    CLOSE_NORMAL,
     DROPPED,
     RECEIVE_BYTES,
-    ReceivedFrames,
+    ClientConnection,
     UpgradeAnswer,
     open_protocol,
+    upgrade_failed,
 )
 
 __all__ = ["TrioWebSocketTransport", "open_trio_transport"]
@@ -65,13 +64,14 @@ class TrioWebSocketTransport:
     ) -> None:
         self._protocol = protocol
         self._stream = stream
-        self._received = ReceivedFrames(protocol, max_message_bytes)
+        self._connection = ClientConnection(protocol, max_message_bytes)
+        self._received = self._connection.received
         self._write_lock = trio.Lock()
         self._aborted = False
 
     @property
     def subprotocol(self) -> str | None:
-        return self._protocol.subprotocol
+        return self._connection.subprotocol
 
     @property
     def closing_handshake_done(self) -> bool:
@@ -85,13 +85,8 @@ class TrioWebSocketTransport:
 
     async def send(self, message: Message) -> None:
         async with self._write_lock:
-            try:
-                if isinstance(message, str):
-                    self._protocol.send_text(message.encode())
-                else:
-                    self._protocol.send_binary(message)
-            except InvalidState:
-                raise TransportClosed(clean=False) from None
+            if not self._connection.queue_message(message):
+                raise TransportClosed(clean=False)
             await self._write_pending()
 
     async def receive(self) -> Message:
@@ -109,26 +104,26 @@ class TrioWebSocketTransport:
 
     async def ping(self) -> None:
         pong = trio.Event()
-        payload = self._received.ping(pong)
+        payload: bytes | None = None
         try:
             async with self._write_lock:
-                if self._received.end is not None or self._protocol.state is not State.OPEN:
+                payload = self._connection.queue_ping(pong)
+                if payload is None:
                     raise TransportClosed(clean=False)
-                self._protocol.send_ping(payload)
                 await self._write_pending()
             await pong.wait()
         finally:
-            arrived = self._received.pong_arrived(payload)
-        if not arrived:
+            answered = payload is not None and self._connection.ping_answered(payload)
+        if not answered:
             raise TransportClosed(clean=False)
 
     async def aclose(self) -> bool:
-        if self._received.end is not None or self._protocol.state is not State.OPEN:
-            return False  # already closing or closed: only the abort that follows is left
+        if not self._connection.open:
+            # Already closing or closed: only the abort that follows is left. Decided before
+            # the lock, which a send blocked on a full socket may hold.
+            return False
         async with self._write_lock:
-            try:
-                self._protocol.send_close(CLOSE_NORMAL)
-            except InvalidState:
+            if not self._connection.queue_close():
                 return False
             await self._write_pending()
         # The server's Close reply comes through receive(), as the end of the messages.
@@ -220,10 +215,7 @@ async def open_trio_transport(options: TransportOptions) -> AsyncIterator[TrioWe
         with trio.move_on_at(deadline) as upgrading:
             first = await _upgrade(protocol, stream, options)
         if upgrading.cancelled_caught:
-            raise ExecError(
-                ExecErrorCode.FAILED,
-                f"The exec upgrade failed: no answer within {options.connect_timeout:g} s",
-            )
+            raise upgrade_failed(f"no answer within {options.connect_timeout:g} s")
         transport = TrioWebSocketTransport(protocol, stream, options.max_message_bytes)
         await transport.receive_first(first)
         try:
@@ -248,9 +240,7 @@ async def _upgrade(protocol: ClientProtocol, stream: _Stream, options: Transport
             if first is not None:
                 return first
     except _STREAM_ERRORS as error:
-        raise ExecError(
-            ExecErrorCode.FAILED, f"The exec upgrade failed: {describe_error(error)}"
-        ) from None
+        raise upgrade_failed(describe_error(error)) from None
 
 
 async def _connect(

@@ -20,12 +20,19 @@ from kuber_exec_core.transport import describe_error
 
 from ._limits import MAX_RESPONSE_HEAD, MAX_SERVER_MESSAGE_BYTES
 
-__all__ = ["UpgradeAnswer", "open_protocol"]
+__all__ = ["UpgradeAnswer", "open_protocol", "upgrade_failed"]
 
 # A path and query that urllib would take as they are: RFC 3986's characters, without the
 # parameters (";"), the fragment ("#"), brackets, spaces and controls (which urllib drops).
 _PLAIN_PATH = re.compile(r"/[A-Za-z0-9\-._~%!$&'()*+,=:@/?]*")
 _SWITCHING_PROTOCOLS = b"101"
+
+
+def upgrade_failed(detail: str) -> ExecError:
+    """The ``EXEC_FAILED`` error for an upgrade that got no usable answer: ``detail`` says
+    what went wrong (a broken stream, an answer that is no WebSocket upgrade, no answer in
+    time). A refused upgrade is the core's ``exec_upgrade_error`` instead."""
+    return ExecError(ExecErrorCode.FAILED, f"The exec upgrade failed: {detail}")
 
 
 def open_protocol(
@@ -52,9 +59,7 @@ def open_protocol(
     try:
         uri = websocket_uri(url)
     except InvalidHandshake as error:
-        raise ExecError(
-            ExecErrorCode.FAILED, f"The exec upgrade failed: {describe_error(error)}"
-        ) from None
+        raise upgrade_failed(describe_error(error)) from None
     protocol = ClientProtocol(
         uri,
         subprotocols=[WebSocketSubprotocol(name) for name in subprotocols],
@@ -131,10 +136,7 @@ class UpgradeAnswer:
         end = head.find(b"\r\n\r\n")
         if end < 0:
             if len(head) > MAX_RESPONSE_HEAD:
-                raise ExecError(
-                    ExecErrorCode.FAILED,
-                    "The exec upgrade failed: the response's head is over 64 KiB",
-                )
+                raise upgrade_failed("the response's head is over 64 KiB")
             return None
         end += 4
         status_line = bytes(head[: head.find(b"\r\n")])
@@ -142,9 +144,7 @@ class UpgradeAnswer:
         if len(fields) >= 2 and fields[1] == _SWITCHING_PROTOCOLS:
             self._protocol.receive_data(bytes(head[:end]))
             if not self._judge():
-                raise ExecError(
-                    ExecErrorCode.FAILED, "The exec upgrade failed: an incomplete 101 response"
-                )
+                raise upgrade_failed("an incomplete 101 response")
             rest = bytes(head[end:])
             self._head = bytearray()
             return rest
@@ -164,7 +164,7 @@ class UpgradeAnswer:
             self._protocol.receive_data(bytes(self._head))
         self._protocol.receive_eof()
         self._judge()
-        raise ExecError(ExecErrorCode.FAILED, "The exec upgrade failed: the server closed")
+        raise upgrade_failed("the server closed")
 
     def _judge(self) -> bool:
         # Whether the protocol has accepted the answer; raises when it has refused it.
@@ -176,7 +176,5 @@ class UpgradeAnswer:
                 response.status_code, bytes(response.body or b""), self._subprotocols
             )
         if failure is not None:
-            raise ExecError(
-                ExecErrorCode.FAILED, f"The exec upgrade failed: {describe_error(failure)}"
-            )
+            raise upgrade_failed(describe_error(failure))
         return bool(events)

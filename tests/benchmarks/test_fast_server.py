@@ -11,17 +11,12 @@ from typing import Any
 
 import pytest
 
-from kuber_exec_core import ExecRequest, Exit, Stdin, Stdout, Workspace
+from kuber_exec_core import Exit, Stdin, Stdout
+from support import demo_request as request
 
 from .fast_server_support import FastServer
 
 pytestmark = pytest.mark.anyio
-
-
-def request(*command: str) -> ExecRequest:
-    return ExecRequest(
-        workspace=Workspace(project="demo", uid="demo-uid"), deployment="web", command=command
-    )
 
 
 async def test_resolution_and_small_execs(adapter: Any, fast_server: FastServer) -> None:

@@ -24,6 +24,7 @@ class FreezingProxy:
 
     def __init__(self, url: str, tls: ssl.SSLContext | None = None) -> None:
         self.frozen = anyio.Event()
+        self.partitioned = False
         self._connections: set[anyio.CancelScope] = set()
         self._tls = tls
         self.url = ""
@@ -37,6 +38,15 @@ class FreezingProxy:
     def cut(self) -> None:
         for scope in list(self._connections):
             scope.cancel()
+
+    def partition(self) -> None:
+        """Cut every connection and refuse new ones (closed at once) until :meth:`heal`: the
+        client's every API call fails, as behind a network partition."""
+        self.partitioned = True
+        self.cut()
+
+    def heal(self) -> None:
+        self.partitioned = False
 
     async def _pump(self, source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream) -> None:
         try:
@@ -53,6 +63,9 @@ class FreezingProxy:
     async def _handle(self, client: anyio.abc.ByteStream) -> None:
         # The listener hands the accepted stream over: closing it is ours, also when the
         # connect upstream fails or the proxy stops during it.
+        if self.partitioned:
+            await anyio.aclose_forcefully(client)
+            return
         try:
             upstream = await anyio.connect_tcp(self._host, self._port)
         except BaseException:

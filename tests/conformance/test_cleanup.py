@@ -22,15 +22,14 @@ import pytest
 from kuber_exec_core import (
     ExecError,
     ExecOutputLimitError,
-    ExecRequest,
     Stdin,
     Stdout,
-    Workspace,
 )
 from kuber_exec_core.limits import SessionLimits
 from kuber_exec_core.supervision import CleanupOutcome
 from kuber_exec_sandbox import STOPPED_CONTAINER
 from support import backend_for, eventually, open_fds
+from support import demo_request as request
 
 from .proxy import FreezingProxy
 
@@ -40,14 +39,6 @@ GRACE = 0.5
 #: The longest a cleanup may hold the caller with GRACE (CleanupSettings.timeout), plus slack for
 #: a loaded machine.
 BOUND = 2 * GRACE + 2.0 + 1.0
-
-
-def request(*command: str, deployment: str = "web") -> ExecRequest:
-    return ExecRequest(
-        workspace=Workspace(project="demo", uid="demo-uid"),
-        deployment=deployment,
-        command=list(command),
-    )
 
 
 def marker() -> str:

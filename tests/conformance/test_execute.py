@@ -7,20 +7,13 @@ from typing import Any
 
 import pytest
 
-from kuber_exec_core import ExecError, ExecErrorCode, ExecOutputLimitError, ExecRequest, Workspace
+from kuber_exec_core import ExecError, ExecErrorCode, ExecOutputLimitError
 from support import backend_for
+from support import demo_request as run
 
 pytestmark = pytest.mark.anyio
 
 PYTHON = sys.executable
-
-
-def run(*command: str, deployment: str = "web") -> ExecRequest:
-    return ExecRequest(
-        workspace=Workspace(project="demo", uid="demo-uid"),
-        deployment=deployment,
-        command=list(command),
-    )
 
 
 async def test_stdout_and_stderr_are_separate(service: Any) -> None:

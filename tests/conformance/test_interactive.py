@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import anyio
 import pytest
 
 from kuber_exec_core import (
@@ -13,37 +12,19 @@ from kuber_exec_core import (
     Error,
     ExecError,
     ExecErrorCode,
-    ExecRequest,
     Exit,
     Resize,
-    ServerFrame,
     Stderr,
     Stdin,
     Stdout,
     Subprotocol,
-    Workspace,
 )
 from support import backend_for
+from support import collect_frames as collect
+from support import demo_request as run
+from support import output_of as output
 
 pytestmark = pytest.mark.anyio
-
-
-def run(*command: str) -> ExecRequest:
-    return ExecRequest(
-        workspace=Workspace(project="demo", uid="demo-uid"), deployment="web", command=list(command)
-    )
-
-
-async def collect(session: Any) -> list[ServerFrame]:
-    frames: list[ServerFrame] = []
-    with anyio.fail_after(30):
-        async for frame in session:
-            frames.append(frame)
-    return frames
-
-
-def output(frames: list[ServerFrame], kind: type[Stdout] | type[Stderr]) -> bytes:
-    return b"".join(frame.data for frame in frames if isinstance(frame, kind))
 
 
 async def test_data_then_exactly_one_terminal_frame(service: Any) -> None:

@@ -1,8 +1,9 @@
-"""Per-workspace limits across replicas: session slots held as Leases in the sandbox.
+"""Per-workspace limits across replicas: heartbeats and session records in the sandbox's Leases.
 
 Each replica is its own ``ExecService`` over its own ``KubernetesBackend`` (own HTTP client,
 own ``ClusterSlots``); they share nothing but the sandbox's Lease store, as replicas behind a
-load balancer share only the API server.
+load balancer share only the API server. A replica to kill is a process of its own
+(``lease_replica.py``); a partitioned one reaches the sandbox through a proxy that cuts it off.
 """
 
 from __future__ import annotations
@@ -20,15 +21,18 @@ from typing import Any
 import anyio
 import pytest
 
+from conformance.proxy import FreezingProxy
 from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, Workspace
+from kuber_exec_core.limits import SessionRecord, heartbeat_name, record_name
 from kuber_exec_sandbox import AccessRule, LeaseStore, Sandbox, demo_cluster, run_sandbox_in_thread
+from support import eventually
 
 pytestmark = pytest.mark.anyio
 
 NAMESPACE = "platform"
-REQUEST = ExecRequest(
-    workspace=Workspace(project="demo", uid="demo-uid"), deployment="web", command=["cat"]
-)
+WORKSPACE = Workspace(project="demo", uid="demo-uid")
+REQUEST = ExecRequest(workspace=WORKSPACE, deployment="web", command=["cat"])
+RECORD = record_name("demo", "demo-uid")
 REPLICA = Path(__file__).with_name("lease_replica.py")
 
 
@@ -40,20 +44,66 @@ def sandbox() -> Iterator[Sandbox]:
 
 @asynccontextmanager
 async def replicas(
-    adapter: Any, sandbox: Sandbox, count: int, limit: int, **slot_options: Any
+    adapter: Any,
+    url: str,
+    count: int,
+    limit: int | None,
+    *,
+    first: int = 0,
+    **slot_options: Any,
 ) -> AsyncIterator[list[Any]]:
-    """``count`` services, each with its own backend and Lease slots, limit ``limit``."""
+    """``count`` services, each with its own backend and cluster slots, limit ``limit``."""
     async with AsyncExitStack() as stack:
         services = []
-        for index in range(count):
+        for index in range(first, first + count):
             slots = adapter.ClusterSlots(NAMESPACE, replica=f"replica-{index}", **slot_options)
-            backend = adapter.KubernetesBackend(
-                adapter.ClusterConfig(sandbox.url), cluster_slots=slots
-            )
+            backend = adapter.KubernetesBackend(adapter.ClusterConfig(url), cluster_slots=slots)
             await stack.enter_async_context(backend)
             limits = adapter.SessionLimits(max_sessions_per_workspace=limit)
             services.append(adapter.ExecService(backend, session_limits=limits))
         yield services
+
+
+def record(store: LeaseStore, name: str = RECORD) -> SessionRecord | None:
+    lease = store.lease(NAMESPACE, name)
+    return None if lease is None else SessionRecord.from_lease("demo", "demo-uid", lease)
+
+
+def entries(store: LeaseStore) -> int:
+    found = record(store)
+    return 0 if found is None else len(found.entries)
+
+
+def recorded(store: LeaseStore) -> list[bool]:
+    """Whether each session recorded in any of the workspace's records has its pod noted."""
+    noted = []
+    for name in store.holders(NAMESPACE):
+        if name.startswith(RECORD):
+            found = record(store, name)
+            assert found is not None
+            noted += [entry.target is not None for entry in found.entries.values()]
+    return noted
+
+
+def heartbeats(store: LeaseStore) -> list[str]:
+    return sorted(name for name in store.holders(NAMESPACE) if name.startswith("replica-"))
+
+
+def session_processes(supervision: str) -> list[int]:
+    """The pids on this machine whose environment marks them as the session ``supervision``."""
+    wanted = f"KUBER_EXEC_SESSION={supervision}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environment = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if wanted in environment and state != "Z":
+            found.append(int(entry.name))
+    return found
 
 
 async def wait_for(store: LeaseStore, predicate: Any) -> None:
@@ -77,7 +127,7 @@ async def test_the_limit_holds_across_three_replicas_under_a_burst(
         try:
             async with service.open_interactive(REQUEST, tty=False):
                 opened += 1
-                peak = max(peak, len(sandbox.leases.holders(NAMESPACE)))
+                peak = max(peak, entries(sandbox.leases))
                 done += 1
                 if done == attempts:
                     finished.set()
@@ -90,67 +140,105 @@ async def test_the_limit_holds_across_three_replicas_under_a_burst(
             finished.set()
 
     async with (
-        replicas(adapter, sandbox, 3, 2, duration=30) as services,
+        replicas(adapter, sandbox.url, 3, 2, duration=30) as services,
         anyio.create_task_group() as tasks,
     ):
         for index in range(attempts):
             tasks.start_soon(attempt, services[index % 3])
         with anyio.fail_after(30):
             await finished.wait()
-        held = sandbox.leases.holders(NAMESPACE)
         assert opened == 2
-        assert sorted(held) == ["demo-0", "demo-1"]
-        assert len({holder.split("/")[0] for holder in held.values() if holder}) <= 2
+        assert entries(sandbox.leases) == 2
         assert peak <= 2
         assert len(refused) == attempts - 2
         assert {e.code for e in refused} == {ExecErrorCode.ABORTED}
         assert "across the service's replicas (the limit is 2)" in refused[0].message
-        release.set()
-    # Every session ended: every slot released (deleted), none left to expire.
-    assert sandbox.leases.holders(NAMESPACE) == {}
-    async with replicas(adapter, sandbox, 1, 2, duration=30) as (again,):
-        session = again.open_interactive(REQUEST, tty=False)
-        async with session:
-            assert list(sandbox.leases.holders(NAMESPACE)) == ["demo-0"]
-
-
-async def test_one_session_costs_a_create_and_a_delete(adapter: Any, sandbox: Sandbox) -> None:
-    async with replicas(adapter, sandbox, 1, 2, duration=60) as (service,):
-        slots = service.backend.cluster_slots
-        result = await service.execute(
-            ExecRequest(workspace=REQUEST.workspace, deployment="web", command=["true"])
+        assert heartbeats(sandbox.leases) == sorted(
+            name for name in sandbox.leases.holders(NAMESPACE) if name != RECORD
         )
-        assert result.exit_code == 0
-        assert slots.api_calls == 2
-        async with service.open_interactive(REQUEST, tty=False):
-            # Slot 0 is held: the next takes create (409) + GET, then create of slot 1.
-            before = slots.api_calls
+        assert len(heartbeats(sandbox.leases)) == 3
+        release.set()
+    # Every session ended: the record is empty (kept while in use); every backend closed: the
+    # heartbeats are gone.
+    assert list(sandbox.leases.holders(NAMESPACE)) == [RECORD]
+    assert entries(sandbox.leases) == 0
+    async with (
+        replicas(adapter, sandbox.url, 1, 2, duration=30) as (again,),
+        again.open_interactive(REQUEST, tty=False),
+    ):
+        assert entries(sandbox.leases) == 1
+
+
+async def test_a_session_costs_a_write_when_it_starts_and_ends(
+    adapter: Any, sandbox: Sandbox
+) -> None:
+    store = sandbox.leases
+    async with replicas(adapter, sandbox.url, 1, 2, duration=60) as (service,):
+        true = ExecRequest(workspace=WORKSPACE, deployment="web", command=["true"])
+        assert (await service.execute(true)).exit_code == 0  # writes the heartbeat too
+        before = store.calls.copy()
+        assert (await service.execute(true)).exit_code == 0
+        calls = store.calls - before
+        # Recorded, its pod noted (unless the end came first and carried it), ended: updates
+        # of the record; nothing read: the writer knows the record's version.
+        assert 2 <= calls["update"] <= 3
+        assert calls["create"] == calls["delete"] == 0
+        assert calls["get"] == calls["list"] == 0
+
+
+async def test_open_sessions_cost_no_writes_only_heartbeats(adapter: Any, sandbox: Sandbox) -> None:
+    store = sandbox.leases
+    async with (
+        replicas(adapter, sandbox.url, 1, None, duration=5, renew_interval=0.1) as (service,),
+        AsyncExitStack() as stack,
+    ):
+        for _ in range(20):
+            await stack.enter_async_context(service.open_interactive(REQUEST, tty=False))
+        # Without a limit, a workspace's sessions are spread over several records.
+        await eventually(lambda: len(recorded(store)) == 20 and all(recorded(store)))
+        assert len({name for name in store.holders(NAMESPACE) if name.startswith(RECORD)}) > 1
+        (heartbeat,) = heartbeats(store)
+        before = store.writes.copy()
+        await wait_for(store, lambda s: s.writes[heartbeat] >= before[heartbeat] + 5)
+        writes = store.writes - before
+        assert set(writes) == {heartbeat}
+
+
+async def test_a_crowd_of_sessions_is_recorded_in_group_commits(
+    adapter: Any, sandbox: Sandbox
+) -> None:
+    store = sandbox.leases
+    crowd = 40
+    # Under a limit a workspace has one record, where the crowd meets.
+    async with replicas(adapter, sandbox.url, 1, 100, duration=60) as (service,):
+        opened = anyio.Event()
+        leave = anyio.Event()
+        count = 0
+
+        async def session() -> None:
+            nonlocal count
             async with service.open_interactive(REQUEST, tty=False):
-                assert slots.api_calls - before == 3
+                count += 1
+                if count == crowd:
+                    opened.set()
+                await leave.wait()
+
+        async with anyio.create_task_group() as tasks:
+            for _ in range(crowd):
+                tasks.start_soon(session)
+            with anyio.fail_after(30):
+                await opened.wait()
+            await eventually(lambda: all(e.target for e in record(store).entries.values()))  # type: ignore[union-attr]
+            assert entries(store) == crowd
+            at_open = store.writes[RECORD]
+            leave.set()
+        assert entries(store) == 0
+        # One write per start would be 40, one per end 40 more (and 40 pods noted).
+        assert at_open < 2 * crowd
+        assert store.writes[RECORD] - at_open < crowd
 
 
-async def test_a_held_slot_is_renewed(adapter: Any, sandbox: Sandbox) -> None:
-    async with replicas(adapter, sandbox, 1, 1, duration=5, renew_interval=0.05) as (service,):
-        session = service.open_interactive(REQUEST, tty=False)
-        async with session:
-            first = sandbox.leases.lease(NAMESPACE, "demo-0")
-            assert first is not None
-
-            def renewed_twice(store: LeaseStore) -> bool:
-                lease = store.lease(NAMESPACE, "demo-0")
-                assert lease is not None
-                version = int(lease["metadata"]["resourceVersion"])
-                return version >= int(first["metadata"]["resourceVersion"]) + 2
-
-            await wait_for(sandbox.leases, renewed_twice)
-            lease = sandbox.leases.lease(NAMESPACE, "demo-0")
-            assert lease is not None
-            assert lease["spec"]["renewTime"] > first["spec"]["renewTime"]
-            assert lease["spec"]["acquireTime"] == first["spec"]["acquireTime"]
-    assert sandbox.leases.holders(NAMESPACE) == {}
-
-
-async def test_a_killed_replicas_slot_frees_after_the_lease_duration(
+async def test_a_killed_replicas_sessions_are_cleaned_up_before_they_stop_counting(
     adapter: Any, sandbox: Sandbox
 ) -> None:
     duration = 30
@@ -164,40 +252,243 @@ async def test_a_killed_replicas_slot_frees_after_the_lease_duration(
         assert replica.stdout is not None
         line = await anyio.to_thread.run_sync(replica.stdout.readline)
         assert line == b"held\n"
+        await eventually(lambda: all(e.target for e in record(sandbox.leases).entries.values()))  # type: ignore[union-attr]
     finally:
         replica.send_signal(signal.SIGKILL)
         await anyio.to_thread.run_sync(replica.wait)
         if replica.stdout is not None:
             replica.stdout.close()
-    # Dead, not released: its Lease stays until it expires.
-    held = sandbox.leases.holders(NAMESPACE)
-    assert list(held) == ["demo-0"]
-    assert str(held["demo-0"]).startswith("doomed/")
+    found = record(sandbox.leases)
+    assert found is not None
+    ((doomed, entry),) = found.entries.items()
+    assert entry.replica == "doomed"
+    assert entry.supervision is not None
+    # Dead, not cleaned up: its `cat` runs on and its session counts.
+    assert session_processes(entry.supervision)
 
-    # The survivor's clock: now, then past the dead replica's last renewal + the duration.
     offset = 0.0
     async with replicas(
-        adapter, sandbox, 1, 1, duration=duration, clock=lambda: time.time() + offset
+        adapter, sandbox.url, 1, 1, duration=duration, clock=lambda: time.time() + offset
     ) as (survivor,):
         with pytest.raises(ExecError) as raised:
             await survivor.execute(REQUEST)
         assert raised.value.code is ExecErrorCode.ABORTED
-        lease = sandbox.leases.lease(NAMESPACE, "demo-0")
-        assert lease is not None
+        assert session_processes(entry.supervision)
+        # Past the dead replica's last heartbeat + the duration, by the survivor's clock.
         offset = duration + 1.0
         async with survivor.open_interactive(REQUEST, tty=False):
-            taken = sandbox.leases.lease(NAMESPACE, "demo-0")
-            assert taken is not None
-            assert taken["spec"]["holderIdentity"].startswith("replica-0/")
-            assert taken["spec"]["leaseTransitions"] == 1
-    assert sandbox.leases.holders(NAMESPACE) == {}
+            assert session_processes(entry.supervision) == []
+            now = record(sandbox.leases)
+            assert now is not None
+            assert doomed not in now.entries
+            assert [e.replica for e in now.entries.values()] == ["replica-0"]
+    assert entries(sandbox.leases) == 0
+
+
+async def test_the_sweep_cleans_up_after_a_dead_replica_with_no_session_waiting(
+    adapter: Any, sandbox: Sandbox
+) -> None:
+    duration = 2
+    replica = subprocess.Popen(  # noqa: ASYNC220 - started, then only read and killed
+        [sys.executable, str(REPLICA), adapter.__name__, sandbox.url, NAMESPACE, str(duration)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        cwd=str(Path(__file__).parents[2]),
+    )
+    try:
+        assert replica.stdout is not None
+        assert await anyio.to_thread.run_sync(replica.stdout.readline) == b"held\n"
+        await eventually(lambda: all(e.target for e in record(sandbox.leases).entries.values()))  # type: ignore[union-attr]
+    finally:
+        replica.send_signal(signal.SIGKILL)
+        await anyio.to_thread.run_sync(replica.wait)
+        if replica.stdout is not None:
+            replica.stdout.close()
+    found = record(sandbox.leases)
+    assert found is not None
+    ((entry),) = found.entries.values()
+    assert entry.supervision is not None
+    killed_at = time.monotonic()
+    async with replicas(adapter, sandbox.url, 1, 1, duration=duration):
+        # The survivor sweeps every `duration`: within two of them the dead one is found
+        # (its heartbeat expired), its `cat` ended and its entry removed.
+        await eventually(
+            lambda: entries(sandbox.leases) == 0,
+            "the sweep",
+            timeout=4 * duration + 5,
+        )
+        assert session_processes(entry.supervision) == []
+        assert time.monotonic() - killed_at < 3 * duration + 5
+        # And the dead replica's heartbeat, expired twice over and owning nothing, is deleted.
+        await eventually(
+            lambda: len(heartbeats(sandbox.leases)) == 1,
+            "the heartbeat's deletion",
+            timeout=4 * duration + 5,
+        )
+
+
+async def test_a_replica_started_after_the_last_look_is_not_taken_for_dead(
+    adapter: Any, sandbox: Sandbox
+) -> None:
+    async with replicas(adapter, sandbox.url, 1, 1, duration=30) as (early,):
+        assert (
+            await early.execute(
+                REQUEST.__class__(workspace=WORKSPACE, deployment="web", command=["true"])
+            )
+        ).exit_code == 0
+        # The early replica's last look at the heartbeats predates the late one.
+        await early.backend.cluster_slots.present.refresh_alive()
+        async with (
+            replicas(adapter, sandbox.url, 1, 1, first=1, duration=30) as (late,),
+            late.open_interactive(REQUEST, tty=False),
+        ):
+            await eventually(lambda: all(recorded(sandbox.leases)))
+            found = record(sandbox.leases)
+            assert found is not None
+            ((entry),) = found.entries.values()
+            assert entry.supervision is not None
+            with pytest.raises(ExecError) as raised:
+                await early.execute(REQUEST)
+            assert raised.value.code is ExecErrorCode.ABORTED
+            # Refused, and the late replica's session untouched.
+            assert session_processes(entry.supervision)
+
+
+async def test_a_partitioned_replica_ends_its_sessions_before_the_others_count_them_out(
+    adapter: Any, sandbox: Sandbox
+) -> None:
+    duration, interval = 3, 0.5
+    ended_at: list[float] = []
+    fenced: list[ExecError] = []
+    async with (
+        FreezingProxy(sandbox.url).running() as proxy,
+        replicas(adapter, proxy.url, 1, 1, duration=duration, renew_interval=interval) as (cut,),
+        replicas(
+            adapter, sandbox.url, 1, 1, first=1, duration=duration, renew_interval=interval
+        ) as (other,),
+    ):
+        opened = anyio.Event()
+
+        async def hold_a_session() -> None:
+            try:
+                async with cut.open_interactive(REQUEST, tty=False):
+                    opened.set()
+                    await anyio.sleep_forever()
+            except ExecError as error:
+                fenced.append(error)
+            ended_at.append(time.monotonic())
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(hold_a_session)
+            await opened.wait()
+            await eventually(lambda: all(e.target for e in record(sandbox.leases).entries.values()))  # type: ignore[union-attr]
+            found = record(sandbox.leases)
+            assert found is not None
+            ((entry,),) = [list(found.entries.values())]
+            assert entry.supervision is not None
+            proxy.partition()
+            admitted_at = None
+            refusals: list[ExecErrorCode] = []
+            with anyio.fail_after(4 * duration):
+                while admitted_at is None:
+                    try:
+                        async with other.open_interactive(REQUEST, tty=False):
+                            admitted_at = time.monotonic()
+                            # The partitioned replica's `cat` was ended first.
+                            assert session_processes(entry.supervision) == []
+                    except ExecError as error:
+                        refusals.append(error.code)
+                        await anyio.sleep(0.1)  # a client retrying: not synchronisation
+        assert set(refusals) <= {ExecErrorCode.ABORTED}
+        assert [error.code for error in fenced] == [ExecErrorCode.ABORTED]
+        assert "could not renew its heartbeat" in fenced[0].message
+        assert admitted_at is not None
+        assert ended_at[0] < admitted_at
+        proxy.heal()
+
+
+async def test_clocks_that_disagree_by_less_than_the_renew_interval_keep_the_limit(
+    adapter: Any, sandbox: Sandbox
+) -> None:
+    duration, interval, skew = 2, 0.5, 0.4
+    async with (
+        replicas(adapter, sandbox.url, 1, 1, duration=duration, renew_interval=interval) as (
+            behind,
+        ),
+        replicas(
+            adapter,
+            sandbox.url,
+            1,
+            1,
+            first=1,
+            duration=duration,
+            renew_interval=interval,
+            clock=lambda: time.time() + skew,
+        ) as (ahead,),
+        behind.open_interactive(REQUEST, tty=False),
+    ):
+        heartbeat = heartbeat_name("replica-0")
+        start = sandbox.leases.writes[heartbeat]
+        refusals = 0
+        # Across several of the first replica's heartbeats, the one whose clock runs ahead
+        # never takes it for dead.
+        while sandbox.leases.writes[heartbeat] < start + 2 * duration / interval:
+            with pytest.raises(ExecError) as raised:
+                await ahead.execute(REQUEST)
+            assert raised.value.code is ExecErrorCode.ABORTED
+            refusals += 1
+        assert refusals > 1
+        assert entries(sandbox.leases) == 1
+
+
+async def test_two_workspaces_of_one_project_have_separate_limits(
+    adapter: Any, sandbox: Sandbox
+) -> None:
+    one = Workspace(project="demo", uid="uid-one")
+    two = Workspace(project="demo", uid="uid-two")
+    assert record_name(one.project, one.uid) != record_name(two.project, two.uid)
+    async with replicas(adapter, sandbox.url, 1, 1, duration=30) as (service,):
+        slots = service._slots
+        async with slots.hold(one), slots.hold(two):
+            with pytest.raises(ExecError) as raised:
+                async with slots.hold(one):
+                    pass
+            assert raised.value.code is ExecErrorCode.ABORTED
+    # The in-process limit (no cluster slots) counts per workspace too.
+    from kuber_exec_anyio._limits import WorkspaceSlots
+
+    in_process = WorkspaceSlots(1)
+    assert in_process.take(one)
+    assert in_process.take(two)
+    with pytest.raises(ExecError):
+        in_process.take(one)
+
+
+async def test_a_rolling_update_counts_both_versions(adapter: Any, sandbox: Sandbox) -> None:
+    from kuber_exec_anyio._kubernetes._legacy_slots import LegacySlotLeases
+
+    async with replicas(adapter, sandbox.url, 1, 2, duration=30, legacy_slots=True) as (new,):
+        old_slots = adapter.ClusterSlots(NAMESPACE, replica="old", duration=30)
+        old = LegacySlotLeases(2, old_slots, new.backend.rest_client)
+        # A replica of the previous version holds slot demo-0; the new one takes demo-1 too.
+        async with old.hold(WORKSPACE), new.open_interactive(REQUEST, tty=False):
+            assert {"demo-0", "demo-1"} <= set(sandbox.leases.holders(NAMESPACE))
+            with pytest.raises(ExecError) as raised:
+                await new.execute(REQUEST)
+            assert raised.value.code is ExecErrorCode.ABORTED
+            with pytest.raises(ExecError) as raised:
+                async with old.hold(WORKSPACE):
+                    pass
+            assert raised.value.code is ExecErrorCode.ABORTED
+    assert sorted(sandbox.leases.holders(NAMESPACE)) == [RECORD]
+    assert entries(sandbox.leases) == 0
 
 
 async def test_missing_lease_rbac_fails_clearly(adapter: Any, sandbox: Sandbox) -> None:
     sandbox.access.enforce(
         [AccessRule(verbs=("get", "create"), resource="pods", subresource="exec")]
     )
-    async with replicas(adapter, sandbox, 1, 2) as (service,):
+    async with replicas(adapter, sandbox.url, 1, 2) as (service,):
         with pytest.raises(ExecError) as raised:
             await service.execute(REQUEST)
     assert raised.value.code is ExecErrorCode.FAILED
@@ -228,7 +519,13 @@ async def test_without_cluster_slots_the_limit_stays_in_process(
 def test_cluster_slots_refuse_bad_values() -> None:
     from kuber_exec_anyio import ClusterSlots
 
-    for options in ({"duration": 0}, {"duration": 10, "renew_interval": 10}, {"duration": True}):
+    for options in (
+        {"duration": 0},
+        {"duration": 10, "renew_interval": 10},
+        {"duration": True},
+        {"replica": ""},
+        {"legacy_slots": "yes"},
+    ):
         with pytest.raises(ExecError) as raised:
             ClusterSlots(NAMESPACE, **options)
         assert raised.value.code is ExecErrorCode.INVALID
@@ -236,21 +533,18 @@ def test_cluster_slots_refuse_bad_values() -> None:
         ClusterSlots("")
 
 
-async def test_a_slot_taken_over_is_left_to_its_new_holder(adapter: Any, sandbox: Sandbox) -> None:
-    import httpx
+def test_a_limit_beyond_what_a_record_holds_is_refused() -> None:
+    import kuber_exec_trio
 
-    async with replicas(adapter, sandbox, 1, 1, duration=30) as (service,):
-        session = service.open_interactive(REQUEST, tty=False)
-        async with session:
-            lease = sandbox.leases.lease(NAMESPACE, "demo-0")
-            assert lease is not None
-            # Another replica decided this one was dead and took the slot over.
-            lease["spec"]["holderIdentity"] = "other-replica/1"
-            path = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/demo-0"
-            async with httpx.AsyncClient(base_url=sandbox.url) as http:
-                assert (await http.put(path, json=lease)).status_code == 200
-    # The release's precondition (the resourceVersion it last wrote) kept it from deleting it.
-    assert sandbox.leases.holders(NAMESPACE) == {"demo-0": "other-replica/1"}
+    slots = kuber_exec_trio.ClusterSlots(NAMESPACE)
+    backend = kuber_exec_trio.KubernetesBackend(
+        kuber_exec_trio.ClusterConfig("http://127.0.0.1:1"), cluster_slots=slots
+    )
+    with pytest.raises(ExecError) as raised:
+        kuber_exec_trio.ExecService(
+            backend, session_limits=kuber_exec_trio.SessionLimits(max_sessions_per_workspace=501)
+        )
+    assert raised.value.code is ExecErrorCode.INVALID
 
 
 def test_platform_options_are_type_checked() -> None:

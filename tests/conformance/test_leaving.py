@@ -13,19 +13,14 @@ from typing import Any
 import anyio
 import pytest
 
-from kuber_exec_core import ExecOutputLimitError, ExecRequest, Stdin, Stdout, Workspace
+from kuber_exec_core import ExecOutputLimitError, Stdin, Stdout
 from support import backend_for, eventually, open_fds, running_tasks
+from support import demo_request as run
 
 pytestmark = pytest.mark.anyio
 
 BOUND = 2.0
 PATIENT = {"close_timeout": 30.0}
-
-
-def run(*command: str) -> ExecRequest:
-    return ExecRequest(
-        workspace=Workspace(project="demo", uid="demo-uid"), deployment="web", command=list(command)
-    )
 
 
 async def no_leaks(sandbox: Any, baseline_fds: int) -> None:

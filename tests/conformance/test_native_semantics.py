@@ -14,16 +14,11 @@ from typing import Any
 import pytest
 import trio
 
-from kuber_exec_core import Close, ExecError, ExecErrorCode, ExecRequest, Workspace
+from kuber_exec_core import Close, ExecError, ExecErrorCode
 from support import backend_for
+from support import demo_request as run
 
 pytestmark = pytest.mark.anyio
-
-
-def run(*command: str) -> ExecRequest:
-    return ExecRequest(
-        workspace=Workspace(project="demo", uid="demo-uid"), deployment="web", command=list(command)
-    )
 
 
 class _UnknownFrame:

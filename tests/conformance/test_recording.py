@@ -25,36 +25,17 @@ import pytest
 from kuber_exec_core import (
     ExecError,
     ExecErrorCode,
-    ExecRequest,
     Exit,
     Resize,
-    ServerFrame,
-    Stderr,
     Stdin,
     Stdout,
-    Workspace,
 )
 from support import backend_for
+from support import collect_frames as collect
+from support import demo_request as run
+from support import output_of as output
 
 pytestmark = pytest.mark.anyio
-
-
-def run(*command: str) -> ExecRequest:
-    return ExecRequest(
-        workspace=Workspace(project="demo", uid="demo-uid"), deployment="web", command=list(command)
-    )
-
-
-async def collect(session: Any) -> list[ServerFrame]:
-    frames: list[ServerFrame] = []
-    with anyio.fail_after(30):
-        async for frame in session:
-            frames.append(frame)
-    return frames
-
-
-def output(frames: list[ServerFrame]) -> bytes:
-    return b"".join(frame.data for frame in frames if isinstance(frame, Stdout | Stderr))
 
 
 def events(path: Path) -> tuple[dict[str, Any], list[list[Any]]]:

@@ -9,19 +9,14 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from kuber_exec_core import Error, ExecErrorCode, ExecRequest, Stdin, Stdout, Workspace
+from kuber_exec_core import Error, ExecErrorCode, Stdin, Stdout
 from kuber_exec_sandbox import demo_cluster, run_sandbox_in_thread
 from support import backend_for, eventually, open_fds, running_tasks
+from support import demo_request as run
 
 from .proxy import FreezingProxy
 
 pytestmark = pytest.mark.anyio
-
-
-def run(*command: str) -> ExecRequest:
-    return ExecRequest(
-        workspace=Workspace(project="demo", uid="demo-uid"), deployment="web", command=list(command)
-    )
 
 
 class CancellingBackend:

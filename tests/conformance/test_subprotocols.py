@@ -13,25 +13,18 @@ from kuber_exec_core import (
     Error,
     ExecError,
     ExecErrorCode,
-    ExecRequest,
     Exit,
     Stdin,
     Stdout,
     Subprotocol,
-    Workspace,
 )
 from kuber_exec_sandbox import Sandbox, demo_cluster, run_sandbox_in_thread
 from support import backend_for
+from support import demo_request as run
 
 pytestmark = pytest.mark.anyio
 
 ONLY = [Subprotocol.V4_BASE64, Subprotocol.BASE64, Subprotocol.LEGACY, Subprotocol.V4]
-
-
-def run(*command: str) -> ExecRequest:
-    return ExecRequest(
-        workspace=Workspace(project="demo", uid="demo-uid"), deployment="web", command=list(command)
-    )
 
 
 @pytest.fixture(scope="module", params=ONLY, ids=[p.value for p in ONLY])

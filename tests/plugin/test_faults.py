@@ -19,13 +19,13 @@ from kuber_exec_core import (
     ExecErrorCode,
     ExecResult,
     Exit,
-    ServerFrame,
     Stdin,
     Stdout,
 )
 from kuber_exec_core.watch import WatchStore
 from kuber_exec_pytest import KuberSandbox
 from kuber_exec_sandbox import PodSpec
+from support import collect_frames, output_of
 
 pytestmark = pytest.mark.anyio
 
@@ -49,17 +49,8 @@ async def refusal(call: Any) -> ExecError:
     return raised.value
 
 
-async def frames_of(session: Any) -> list[ServerFrame]:
-    with anyio.fail_after(WAIT):
-        return [frame async for frame in session]
-
-
 def ran(result: ExecResult) -> tuple[int, bytes, bytes]:
     return (result.exit_code, result.stdout, result.stderr)
-
-
-def stdout_of(frames: list[ServerFrame]) -> bytes:
-    return b"".join(frame.data for frame in frames if isinstance(frame, Stdout))
 
 
 # -- refused upgrades ----------------------------------------------------------------------------
@@ -144,8 +135,8 @@ async def test_a_dropped_connection_is_exec_failed_after_exactly_n_bytes(
     command = target.request("head", "-c", "100000", "/dev/zero")
     kuber_sandbox.faults.drop_exec_after(nbytes)
     async with kuber_service.open_interactive(command, tty=False, stdin=False) as session:
-        frames = await frames_of(session)
-    assert stdout_of(frames) == b"\0" * nbytes
+        frames = await collect_frames(session, within=WAIT)
+    assert output_of(frames, Stdout) == b"\0" * nbytes
     assert frames[-1] == Error(code=ExecErrorCode.FAILED, message=LOST)
     assert kuber_sandbox.faults.dropped_execs == 1
     with anyio.fail_after(WAIT):
@@ -245,7 +236,7 @@ async def test_held_output_holds_the_call_until_release(
             first = await session.__anext__()
         assert first == Stdout(b"after release\n")
         await session.send(Stdin(eof=True))
-        rest = await frames_of(session)
+        rest = await collect_frames(session, within=WAIT)
     assert [frame for frame in rest if not isinstance(frame, Stdout)] == [Exit(exit_code=0)]
 
 
@@ -262,7 +253,7 @@ async def test_a_pod_whose_processes_die_reports_exit_137(
         with anyio.fail_after(WAIT):
             assert await session.__anext__() == Stdout(b"ready\n")
         killed = getattr(kuber_sandbox, how)(target)
-        frames = await frames_of(session)
+        frames = await collect_frames(session, within=WAIT)
     assert killed == 1
     assert frames == [
         Exit(
@@ -292,7 +283,7 @@ async def test_a_session_in_a_pod_that_goes_away_ends_137_and_the_next_exec_reta
         with anyio.fail_after(WAIT):
             assert await session.__anext__() == Stdout(b"a\n")  # ready pods rank by name
         assert kuber_sandbox.end_pod(target, "a") == 1
-        frames = await frames_of(session)
+        frames = await collect_frames(session, within=WAIT)
     assert [frame.exit_code for frame in frames if isinstance(frame, Exit)] == [137]
     again = await kuber_service.execute(target.request("sh", "-c", "echo $HOSTNAME"))
     assert again.stdout == b"b\n"

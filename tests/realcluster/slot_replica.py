@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import random
 import sys
 
@@ -77,7 +78,7 @@ async def hold(adapter, backend, count: int) -> None:  # type: ignore[no-untyped
 async def main(adapter_name: str, kubeconfig: str, mode: str, count: int, extra: str) -> None:
     adapter = importlib.import_module(adapter_name)
     duration = int(extra) if mode == "hold" else 15
-    slots = adapter.ClusterSlots("kx-slots", duration=duration)
+    slots = adapter.ClusterSlots("kx-slots", duration=duration, replica=f"{mode}-{os.getpid()}")
     backend = adapter.KubernetesBackend.from_kubeconfig(kubeconfig, cluster_slots=slots)
     async with backend:
         if mode == "burst":

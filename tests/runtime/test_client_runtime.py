@@ -78,6 +78,7 @@ from kuber_exec_core import (
     Stdout,
     Subprotocol,
 )
+from support import collect_frames as collect
 from support import eventually
 
 from .cri_exchange import binary, exchange
@@ -156,18 +157,6 @@ def large_output_digest(block: bytes) -> tuple[int, str]:
         digest.update(block)
         size += len(header) + len(block)
     return size, digest.hexdigest()
-
-
-async def collect(session: Any) -> list[ServerFrame]:
-    frames: list[ServerFrame] = []
-    with anyio.fail_after(30):
-        async for frame in session:
-            frames.append(frame)
-    return frames
-
-
-def output(frames: list[ServerFrame], kind: type[Stdout] | type[Stderr]) -> bytes:
-    return b"".join(frame.data for frame in frames if isinstance(frame, kind))
 
 
 async def read_until(session: Any, needle: bytes) -> bytes:

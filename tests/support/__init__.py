@@ -1,6 +1,6 @@
 """What the test folders share: waiting for a condition, the demo workspace's requests, a
-backend on a sandbox, leak counters. Test modules import from here (``from support import
-...``), never from another test module or a ``conftest``.
+session's frames and output, a backend on a sandbox, leak counters. Test modules import from
+here (``from support import ...``), never from another test module or a ``conftest``.
 
 The folder is on ``sys.path`` through pytest's ``pythonpath`` setting (pyproject.toml).
 """
@@ -17,15 +17,17 @@ from typing import Any
 import anyio
 import sniffio
 
-from kuber_exec_core import ExecRequest, Workspace
+from kuber_exec_core import ExecRequest, ServerFrame, Stderr, Stdout, Workspace
 from kuber_exec_sandbox import Sandbox
 
 __all__ = [
     "DEMO",
     "backend_for",
+    "collect_frames",
     "demo_request",
     "eventually",
     "open_fds",
+    "output_of",
     "running_tasks",
 ]
 
@@ -38,10 +40,15 @@ INTERVAL = 0.01
 
 
 def eventually(
-    condition: Callable[[], bool], what: str = "the condition", *, timeout: float = TIMEOUT
+    condition: Callable[[], bool],
+    what: str = "the condition",
+    *,
+    timeout: float = TIMEOUT,
+    interval: float = INTERVAL,
 ) -> Awaitable[None]:
     """Wait, bounded by ``timeout`` seconds, until ``condition()`` holds: for what another
-    thread or process does (a server's cleanup, /proc, a log), which no event announces.
+    thread or process does (a server's cleanup, /proc, a log), which no event announces. It
+    looks every ``interval`` seconds (longer for a costly look: a ``kubectl`` call).
 
     In async code (trio or asyncio) it returns the wait: ``await eventually(...)``; a
     forgotten ``await`` fails the test (an un-awaited coroutine warns, and warnings are
@@ -57,9 +64,9 @@ def eventually(
         while not condition():
             if time.monotonic() >= deadline:
                 raise AssertionError(f"timed out after {timeout:g} s waiting for {what}") from None
-            time.sleep(INTERVAL)
+            time.sleep(interval)
         return _DONE
-    return _eventually(condition, what, timeout)
+    return _eventually(condition, what, timeout, interval)
 
 
 class _Done:
@@ -73,10 +80,12 @@ class _Done:
 _DONE = _Done()
 
 
-async def _eventually(condition: Callable[[], bool], what: str, seconds: float) -> None:
+async def _eventually(
+    condition: Callable[[], bool], what: str, seconds: float, interval: float
+) -> None:
     with anyio.move_on_after(seconds):
         while not condition():  # noqa: ASYNC110 - the condition lives in another thread
-            await anyio.sleep(INTERVAL)
+            await anyio.sleep(interval)
         return
     if not condition():
         raise AssertionError(f"timed out after {seconds:g} s waiting for {what}")
@@ -85,6 +94,22 @@ async def _eventually(condition: Callable[[], bool], what: str, seconds: float) 
 def demo_request(*command: str, deployment: str = "web") -> ExecRequest:
     """A request of the demo workspace for ``command`` in ``deployment``."""
     return ExecRequest(workspace=DEMO, deployment=deployment, command=list(command))
+
+
+async def collect_frames(session: Any, *, within: float = 30.0) -> list[ServerFrame]:
+    """Every frame ``session`` (an interactive session) yields until it ends, in order.
+
+    Raises:
+        TimeoutError: the session did not end within ``within`` seconds.
+    """
+    with anyio.fail_after(within):
+        return [frame async for frame in session]
+
+
+def output_of(frames: list[ServerFrame], kind: type[Stdout] | type[Stderr] | None = None) -> bytes:
+    """The bytes of ``frames``' output of ``kind`` (both streams' when ``None``), in order."""
+    kinds = (Stdout, Stderr) if kind is None else (kind,)
+    return b"".join(frame.data for frame in frames if isinstance(frame, kinds))
 
 
 def backend_for(adapter: ModuleType, sandbox: Sandbox, **options: float) -> Any:

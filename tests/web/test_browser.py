@@ -20,6 +20,7 @@ from browser_support import (
     browser_unavailable,
     browser_unavailable_reason,
     chromium_page,
+    poll_page,
     screenshot,
 )
 
@@ -77,16 +78,16 @@ def _screen(page: Page) -> str:
 
 
 def _wait_for_screen(page: Page, text: str, timeout: float = 15.0) -> str:
-    """Poll the terminal's buffer (Playwright's own wait_for_function needs eval, which the
-    page's Content-Security-Policy forbids) until it contains ``text``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        screen = _screen(page)
-        if text in screen:
-            return screen
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{text!r} not on the screen:\n{screen}")
-        page.wait_for_timeout(50)
+    """The terminal's buffer once it contains ``text``."""
+    return str(
+        poll_page(
+            page,
+            "kuberExec.screen()",
+            lambda screen: text in str(screen),
+            timeout=timeout,
+            describe=lambda screen: f"{text!r} not on the screen:\n{screen}",
+        )
+    )
 
 
 def _type(page: Page, line: str) -> None:

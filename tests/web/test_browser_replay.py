@@ -21,6 +21,7 @@ from browser_support import (
     browser_unavailable,
     browser_unavailable_reason,
     chromium_page,
+    poll_page,
     screenshot,
 )
 
@@ -47,17 +48,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DemoProcess
 
 
 def _poll(page: Page, expression: str, predicate: object, timeout: float = 20.0) -> object:
-    """Evaluate ``expression`` until ``predicate(value)`` holds (the pages' CSP forbids the
-    eval that Playwright's wait_for_function needs)."""
+    """``expression``'s value once ``predicate(value)`` holds."""
     assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while True:
-        value = page.evaluate(expression)
-        if predicate(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{expression} stayed {value!r}")
-        page.wait_for_timeout(50)
+    return poll_page(page, expression, predicate, timeout=timeout)
 
 
 def _live_session(page: Page, demo: DemoProcess) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ from browser_support import (
     browser_unavailable,
     browser_unavailable_reason,
     chromium_page,
+    poll_page,
     screenshot,
 )
 
@@ -59,17 +59,12 @@ def page(demo: DemoProcess) -> Iterator[Page]:
 
 
 def _wait(page: Page, expression: str, timeout: float = 15.0) -> object:
-    """Poll ``expression`` until it is truthy (wait_for_function needs eval, which the page's
-    Content-Security-Policy forbids)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = page.evaluate(expression)
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            screen = page.evaluate("kuberExec.screen()")
-            raise AssertionError(f"{expression} stayed false; the screen:\n{screen}")
-        page.wait_for_timeout(50)
+    """``expression``'s value once it is truthy."""
+
+    def describe(_value: object) -> str:
+        return f"{expression} stayed false; the screen:\n{page.evaluate('kuberExec.screen()')}"
+
+    return poll_page(page, expression, timeout=timeout, describe=describe)
 
 
 def _type(page: Page, line: str) -> None:

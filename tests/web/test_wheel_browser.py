@@ -9,14 +9,18 @@ xterm.js from the wheel itself, with nothing from this tree.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from browser_support import browser_unavailable, browser_unavailable_reason, chromium_page
+from browser_support import (
+    browser_unavailable,
+    browser_unavailable_reason,
+    chromium_page,
+    poll_page,
+)
 
 from .app_server import DemoProcess
 
@@ -48,16 +52,16 @@ def wheel_demo(tmp_path: Path) -> Iterator[DemoProcess]:
 
 
 def _wait_for_screen(page: Page, text: str, timeout: float = 15.0) -> str:
-    # The page's Content-Security-Policy forbids eval, so Playwright's wait_for_function cannot
-    # run: poll the terminal's buffer through the page's own accessor.
-    deadline = time.monotonic() + timeout
-    while True:
-        screen = str(page.evaluate("kuberExec.screen()"))
-        if text in screen:
-            return screen
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{text!r} not on the screen:\n{screen}")
-        page.wait_for_timeout(50)
+    """The terminal's buffer once it contains ``text``."""
+    return str(
+        poll_page(
+            page,
+            "kuberExec.screen()",
+            lambda screen: text in str(screen),
+            timeout=timeout,
+            describe=lambda screen: f"{text!r} not on the screen:\n{screen}",
+        )
+    )
 
 
 def test_the_installed_wheel_serves_a_working_terminal(wheel_demo: DemoProcess) -> None:

@@ -1,5 +1,5 @@
-"""The sans-IO core under both bindings' WebSocket transports: ``UpgradeAnswer`` and
-``ReceivedFrames``, without a network or an event loop.
+"""The sans-IO core under both bindings' WebSocket transports: ``UpgradeAnswer``,
+``ReceivedFrames`` and ``ClientConnection``, without a network or an event loop.
 
 A real ``websockets`` handshake between an :func:`open_protocol` client and a ``ServerProtocol``
 puts the client in OPEN state; the same ServerProtocol writes the frames a server sends, and
@@ -29,7 +29,13 @@ from websockets.uri import parse_uri
 from kuber_exec_core import ExecError, ExecErrorCode
 from kuber_exec_core.channels import Message
 from kuber_exec_core.transport import MAX_SERVER_MESSAGE_BYTES, message_too_big
-from kuber_exec_websocket import ConnectionEnded, ReceivedFrames, UpgradeAnswer, open_protocol
+from kuber_exec_websocket import (
+    ClientConnection,
+    ConnectionEnded,
+    ReceivedFrames,
+    UpgradeAnswer,
+    open_protocol,
+)
 
 V5 = "v5.channel.k8s.io"
 URL = "ws://127.0.0.1:1/exec"
@@ -718,3 +724,91 @@ def test_101_with_a_wrong_accept_key_fails() -> None:
         UpgradeAnswer(client, OFFERED).receive_data(response_bytes(server, response))
     assert (raised.value.code, raised.value.http_status) == (ExecErrorCode.FAILED, None)
     assert "Sec-WebSocket-Accept" in raised.value.message
+
+
+# -- 11. what a send, a ping and a close may queue ---------------------------------------------
+
+
+def open_connection() -> tuple[ClientConnection, Peer]:
+    """A ``ClientConnection`` on an OPEN client, and the peer whose parser it holds."""
+    peer = connect()
+    connection = ClientConnection(peer.client)
+    return connection, Peer(peer.client, peer.server, connection.received)
+
+
+def test_a_message_is_queued_as_one_frame_of_its_type() -> None:
+    connection, _ = open_connection()
+    assert connection.subprotocol == V5
+    assert connection.queue_message(b"\x00stdin")
+    assert connection.queue_message("text")
+    frames = sent(connection.protocol)
+    assert [(f.opcode, f.fin, bytes(f.data)) for f in frames] == [
+        (Opcode.BINARY, True, b"\x00stdin"),
+        (Opcode.TEXT, True, b"text"),
+    ]
+
+
+@pytest.mark.parametrize("how", ["server close", "our close", "protocol failure", "dropped"])
+def test_nothing_is_queued_after_the_end(how: str) -> None:
+    """Once the connection has ended (or a Close went either way), a message, a ping and our
+    Close are refused and queue nothing; the binding reports the end its own way."""
+    connection, peer = open_connection()
+    if how == "server close":
+        peer.server.send_close(1000)
+        connection.received.receive_data(peer.written())
+    elif how == "our close":
+        assert connection.queue_close()
+    elif how == "protocol failure":
+        connection.received.receive_data(raw(0x83, b""))  # unknown opcode 3
+    else:
+        connection.received.ended(ConnectionEnded(clean=False))
+    assert connection.received.next_message() is None  # the end, once every message is taken
+    connection.protocol.data_to_send()  # the echo, our Close or the failure's Close
+    assert not connection.open
+    assert not connection.queue_message(b"\x00late")
+    assert connection.queue_ping(Flag()) is None
+    assert not connection.queue_close()
+    assert connection.protocol.data_to_send() == []
+
+
+def test_a_message_before_the_end_is_taken_is_still_sent() -> None:
+    """The end is the end of the messages: until every earlier one is taken, a send (an
+    answer to them) still goes out, as long as no Close went either way."""
+    connection, peer = open_connection()
+    peer.server.send_binary(b"\x01out")
+    connection.received.receive_data(peer.written())
+    connection.received.ended(ConnectionEnded(clean=False))
+    assert connection.received.end is None
+    assert connection.queue_message(b"\x00answer")
+    assert connection.received.next_message() == b"\x01out"
+    assert connection.received.next_message() is None
+    assert not connection.queue_message(b"\x00late")
+
+
+def test_a_ping_is_answered_by_its_pong_or_ended_by_the_end() -> None:
+    connection, peer = open_connection()
+    answered, waiting = Flag(), Flag()
+    first = connection.queue_ping(answered)
+    second = connection.queue_ping(waiting)
+    assert first is not None
+    assert second is not None
+    assert [opcode for opcode, _ in replies(connection.protocol)] == [Opcode.PING, Opcode.PING]
+    peer.server.send_pong(first)
+    connection.received.receive_data(peer.written())
+    assert (answered.times, waiting.times) == (1, 0)
+    assert connection.ping_answered(first)
+    connection.received.ended(ConnectionEnded(clean=False))
+    assert waiting.times == 1
+    assert not connection.ping_answered(second)
+
+
+def test_our_close_is_queued_once_and_the_servers_reply_ends_the_messages() -> None:
+    connection, peer = open_connection()
+    assert connection.queue_close()
+    assert replies(connection.protocol) == [(Opcode.CLOSE, 1000)]
+    assert not connection.queue_close()  # already closing: nothing more to wait for
+    assert replies(connection.protocol) == []
+    peer.server.send_close(1000)
+    connection.received.receive_data(peer.written())
+    assert connection.received.closing_handshake_done
+    assert ended(peer).clean

@@ -54,6 +54,7 @@ from ._cache import (
 )
 from ._config import ClusterConfig
 from ._lease_slots import ClusterSlots
+from ._orphans import clean_orphans
 from ._preflight import ExecPreflight
 from ._rest import MAX_CONCURRENT_REQUESTS, RestClient, open_http_client
 
@@ -188,6 +189,8 @@ class KubernetesBackend(BackendHooks):
         background = anyio.create_task_group()
         await background.__aenter__()
         self._background = background
+        if self.cluster_slots is not None:
+            await self.cluster_slots.open(self.rest_client, functools.partial(clean_orphans, self))
         return self
 
     async def __aexit__(
@@ -196,6 +199,14 @@ class KubernetesBackend(BackendHooks):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        try:
+            # The replica's tasks (opened last) close first.
+            if self.cluster_slots is not None:
+                await self.cluster_slots.close()
+        finally:
+            await self._close_background()
+
+    async def _close_background(self) -> None:
         background, self._background = self._background, None
         try:
             if background is not None:

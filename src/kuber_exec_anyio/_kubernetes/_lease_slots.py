@@ -1,69 +1,85 @@
-"""Per-workspace session limits that hold across replicas: slots held as Leases (opt-in).
+"""Per-workspace session limits that hold across replicas, and the shared record of open sessions.
 
 ``KubernetesBackend(config, cluster_slots=ClusterSlots(namespace="kuber-exec"))`` with
 ``SessionLimits(max_sessions_per_workspace=N)`` makes every replica sharing that namespace count
-against the same ``N``: each exec holds one of the Leases ``<project>-0`` .. ``<project>-<N-1>``
-(the arithmetic is :mod:`kuber_exec_core._lease_slots`). Taking a slot tries them in order:
-create (``201``: held; ``409``: taken), and for a taken one, a GET and, if it has expired, an
-update with its ``resourceVersion`` (``409``: another replica took it first). No free slot:
-``ExecError(EXEC_ABORTED)`` before anything is sent for the exec. While the session lives a task
-renews the Lease every ``renew_interval`` seconds; at the end the Lease is deleted with its
-``resourceVersion`` as precondition (a Lease since taken over is left to its new holder). A
-replica that dies stops renewing: its slots are free ``duration`` seconds after their last
-renewal.
+against the same ``N``. Two kinds of Lease live there (docs/platform.md has the arithmetic):
 
-Cost (docs/platform.md): taking a slot is 1 create when slot 0 is free, up to 2 calls per taken
-slot before it (create, GET) and 1 more for a takeover; renewing is 1 update per
-``renew_interval`` (default ``duration / 3``: 12 per minute per session at the default 15 s);
-releasing is 1 delete. The calls run as the service (never impersonated), through the backend's
-REST client, its credentials and its 401 refresh.
+- each replica's **heartbeat**, renewed every ``renew_interval`` (:mod:`._replica`): the only
+  writes while sessions stay open, so the API load grows with the replicas, not the sessions;
+- each workspace's **session record** (project and uid), listing its open sessions, their
+  replica and, once started, their pod, container and supervision id; changed only when a
+  session starts, starts its command, or ends, with optimistic concurrency, in group commits
+  (:mod:`._session_records`).
+
+Opening a session records it (one write when this replica knows the record's version: a create
+for a quiet workspace), refused with ``EXEC_ABORTED`` when ``N`` are recorded. A dead replica's
+sessions keep counting until a live one has ended their processes (from the record) and removed
+them: the first live replica by name does that every ``duration`` seconds, and a replica that
+is refused because of them does it at once. A replica that cannot renew its heartbeat for
+``duration - renew_interval`` seconds ends its own sessions first (the fence). Without a limit
+the record still lists every session, so that another replica can clean up after this one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
+import secrets
 import socket
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Final
 
 import anyio
+import anyio.abc
 
-from kuber_exec_core import ExecError, ExecErrorCode, Workspace
-from kuber_exec_core.kube import ApiResponse
-from kuber_exec_core.limits import is_expired, lease_body, slot_names, transitions_of
+from kuber_exec_core import ExecError, ExecErrorCode, ResolvedTarget, Workspace
+from kuber_exec_core.limits import Add, Admission, Remove, SessionEntry, SetTarget, shard_of
 
 from .._groups import single_exception
+from ._legacy_slots import LegacySlotLeases
+from ._replica import OrphanCleaner, Replica
 from ._rest import RestClient
+from ._session_records import RecordWriter, submit_quietly
 
-__all__ = ["DEFAULT_LEASE_DURATION", "ClusterSlots", "LeaseWorkspaceSlots"]
+__all__ = [
+    "DEFAULT_LEASE_DURATION",
+    "ClusterSlots",
+    "LeaseWorkspaceSlots",
+    "NO_SLOT",
+    "SessionSlot",
+]
 
 logger = logging.getLogger("kuber_exec")
 
-#: Seconds a slot stays held after its holder's last renewal (its replica died).
+#: Seconds after its last heartbeat that a replica is taken for dead.
 DEFAULT_LEASE_DURATION = 15
+#: The longest a session's end waits to be recorded before it is left to the next heartbeat.
 _RELEASE_TIMEOUT = 5.0
 _NAMESPACE_MAX = 63
+#: A record holds about a thousand entries (``MAX_RECORD_BYTES``): limits stay well below.
+MAX_CLUSTER_LIMIT = 500
 
 
 class ClusterSlots:
-    """Where and how the Lease slots live (see the module docstring).
+    """Where and how the replicas' heartbeats and session records live (see the module
+    docstring).
 
     Args:
-        namespace: the namespace the Leases are written to (it must exist; the service needs
-            ``create``, ``get``, ``update`` and ``delete`` on ``leases`` in it).
-        duration: ``leaseDurationSeconds``: seconds a dead replica's slot stays taken (a
-            positive integer; default 15).
-        renew_interval: seconds between renewals (default ``duration / 3``; less than
-            ``duration``).
-        replica: this replica's name in ``holderIdentity`` (default ``<hostname>-<pid>``); each
-            session's holder is ``<replica>/<random>``.
-        clock: POSIX seconds now (default ``time.time``); holders compare these across
-            machines, so their clocks must agree to well within ``duration``.
+        namespace: the namespace of the Leases (it must exist; the service needs ``create``,
+            ``get``, ``list``, ``update`` and ``delete`` on ``leases`` in it).
+        duration: seconds after its last heartbeat that a replica is taken for dead (a positive
+            integer; default 15). A killed replica's sessions are cleaned up and stop counting
+            within ``duration`` seconds plus one sweep (``duration`` more, or at once when a
+            session is refused because of them).
+        renew_interval: seconds between heartbeats (default ``duration / 3``; less than
+            ``duration``). Replicas' clocks must agree to within this, less a request's time.
+        replica: this replica's name (default ``<hostname>-<pid>``): unique per process.
+        clock: POSIX seconds now (default ``time.time``), compared across machines.
+        legacy_slots: also hold the previous version's per-session slot Lease, so that its
+            replicas count this one's sessions during a rolling update (docs/platform.md,
+            "Upgrading"); default ``False``.
 
     Raises:
         ExecError: ``EXEC_INVALID`` for a bad value.
@@ -77,6 +93,7 @@ class ClusterSlots:
         renew_interval: float | None = None,
         replica: str | None = None,
         clock: Callable[[], float] = time.time,
+        legacy_slots: bool = False,
     ) -> None:
         if not isinstance(namespace, str) or not 0 < len(namespace) <= _NAMESPACE_MAX:
             raise ExecError(ExecErrorCode.INVALID, "namespace must be a namespace name")
@@ -91,13 +108,20 @@ class ClusterSlots:
             raise ExecError(
                 ExecErrorCode.INVALID, "renew_interval must be positive and less than duration"
             )
+        if replica is not None and (not isinstance(replica, str) or not replica):
+            raise ExecError(ExecErrorCode.INVALID, "replica must be a non-empty string")
+        if not isinstance(legacy_slots, bool):
+            raise ExecError(ExecErrorCode.INVALID, "legacy_slots must be a bool")
         self.namespace = namespace
         self.duration = duration
         self.renew_interval = float(interval)
         self.replica = replica or f"{socket.gethostname()}-{os.getpid()}"
         self.clock = clock
-        #: API calls made (creates, GETs, updates, deletes), for cost figures and tests.
+        self.legacy_slots = legacy_slots
+        #: Lease API calls made (of every kind), for cost figures and tests.
         self.api_calls = 0
+        self._present: Replica | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None
 
     def __repr__(self) -> str:
         return (
@@ -110,181 +134,177 @@ class ClusterSlots:
         base = f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
         return base if name is None else f"{base}/{name}"
 
+    @property
+    def present(self) -> Replica:
+        """This replica's presence, while its backend is open.
+
+        Raises:
+            ExecError: ``EXEC_FAILED`` when the backend is not open.
+        """
+        if self._present is None:
+            raise ExecError(
+                ExecErrorCode.FAILED,
+                "ClusterSlots work while their KubernetesBackend is open (async with backend)",
+            )
+        return self._present
+
+    async def open(self, rest: Callable[[], RestClient], cleaner: OrphanCleaner) -> None:
+        """Start the heartbeat's task (the backend's ``__aenter__`` calls it). The first
+        heartbeat is written by the first session (so an RBAC problem fails that exec, with
+        what is missing), or by the task's first round, whichever comes first.
+
+        Raises:
+            ExecError: ``EXEC_FAILED`` when these slots already serve an open backend.
+        """
+        if self._present is not None:
+            raise ExecError(ExecErrorCode.FAILED, "these ClusterSlots already serve a backend")
+        present = Replica(self, rest, cleaner)
+        tasks = anyio.create_task_group()
+        await tasks.__aenter__()
+        tasks.start_soon(present.run)
+        self._present, self._tasks = present, tasks
+
+    async def close(self) -> None:
+        """Stop the heartbeat and delete it (the backend's ``__aexit__``): the other replicas
+        take this one for dead at once and clean up after whatever it leaves."""
+        present, tasks = self._present, self._tasks
+        self._present = self._tasks = None
+        if tasks is not None:
+            tasks.cancel_scope.cancel()
+            await tasks.__aexit__(None, None, None)
+        if present is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_RELEASE_TIMEOUT):
+                await present.stop()
+
+
+class SessionSlot:
+    """A session's place in its workspace's record, for the service to note where each attempt
+    runs (what another replica needs to clean up after it)."""
+
+    def note_attempt(
+        self, target: ResolvedTarget, supervision: str | None, *, hangup: bool
+    ) -> None:
+        """Record (in the background) that the session's command now runs in ``target``
+        under ``supervision`` (``None``: unsupervised)."""
+
+
+#: The slot of a session nothing records (no cluster slots, or the in-process limit).
+NO_SLOT: Final = SessionSlot()
+
+
+class _RecordedSlot(SessionSlot):
+    __slots__ = ("_key", "_replica", "_tasks", "_writer")
+
+    def __init__(
+        self, writer: RecordWriter, key: str, replica: str, tasks: anyio.abc.TaskGroup
+    ) -> None:
+        self._writer = writer
+        self._key = key
+        self._replica = replica
+        self._tasks = tasks
+
+    def note_attempt(
+        self, target: ResolvedTarget, supervision: str | None, *, hangup: bool
+    ) -> None:
+        entry = SessionEntry(self._replica, target, supervision, hangup)
+        self._tasks.start_soon(submit_quietly, self._writer, SetTarget(self._key, entry))
+
 
 class LeaseWorkspaceSlots:
     """The ``WorkspaceSlots`` of a service whose backend has :class:`ClusterSlots`."""
 
     def __init__(self, limit: int | None, slots: ClusterSlots, rest: Callable[[], RestClient]):
+        if limit is not None and limit > MAX_CLUSTER_LIMIT:
+            raise ExecError(
+                ExecErrorCode.INVALID,
+                f"max_sessions_per_workspace must be at most {MAX_CLUSTER_LIMIT} with "
+                "ClusterSlots (a workspace's record holds about a thousand sessions)",
+            )
         self.limit = limit
         self.slots = slots
-        self._rest = rest
+        self._legacy = LegacySlotLeases(limit, slots, rest) if slots.legacy_slots else None
 
     @contextlib.asynccontextmanager
-    async def hold(self, workspace: Workspace) -> AsyncIterator[None]:
-        """Hold one of ``workspace``'s Lease slots for the block, renewed meanwhile.
+    async def hold(self, workspace: Workspace) -> AsyncIterator[SessionSlot]:
+        """Record a session of ``workspace`` for the block (and hold the previous version's
+        slot too, with ``legacy_slots``); end the block with ``EXEC_ABORTED`` when this replica
+        fences.
 
         Raises:
-            ExecError: ``EXEC_ABORTED`` when every slot is held and live; ``EXEC_FAILED``
-                when the Lease API refuses (e.g. 403: the service lacks the RBAC).
+            ExecError: ``EXEC_ABORTED`` when the workspace's limit is reached across the
+                replicas, or the block was ended by the fence; ``EXEC_FAILED`` when the Lease
+                API refuses (e.g. 403: the service lacks the RBAC) or cannot be reached.
         """
-        if self.limit is None or not isinstance(workspace, Workspace):
-            yield  # No limit, or an invalid request that validation refuses next.
+        if (
+            not isinstance(workspace, Workspace)
+            or not isinstance(workspace.project, str)
+            or not isinstance(workspace.uid, str)
+        ):
+            yield NO_SLOT  # An invalid request: validation refuses it next.
             return
-        rest = self._rest()
-        holder = f"{self.slots.replica}/{uuid.uuid4().hex[:12]}"
-        held = await self._take(rest, workspace, holder)
-        if held is None:
+        async with contextlib.AsyncExitStack() as stack:
+            if self._legacy is not None:
+                await stack.enter_async_context(self._legacy.hold(workspace))
+            async with self._recorded(workspace) as slot:
+                yield slot
+
+    @contextlib.asynccontextmanager
+    async def _recorded(self, workspace: Workspace) -> AsyncIterator[SessionSlot]:
+        present = self.slots.present
+        await present.ensure_present()
+        if present.fenced():
+            raise ExecError(
+                ExecErrorCode.ABORTED,
+                "this replica cannot renew its heartbeat (the API server is unreachable), so it "
+                "cannot hold a session slot; try again",
+            )
+        key = secrets.token_hex(8)
+        writer = present.writer(workspace, shard=shard_of(key, self.limit))
+        admission = await writer.submit(Add(key, SessionEntry(present.name), self.limit))
+        if admission is Admission.REFUSED:
             raise ExecError(
                 ExecErrorCode.ABORTED,
                 f"workspace {workspace.project} already has {self.limit} exec sessions open "
                 f"across the service's replicas (the limit is {self.limit}); close one and try "
                 "again",
             )
-        lease = _Held(*held)
+        if admission is Admission.UNRECORDED:
+            logger.warning(
+                "the session record of workspace %s is full: this session is not recorded "
+                "(another replica could not clean up after it)",
+                workspace.project,
+            )
+        fenced = False
         try:
-            # The caller's block runs inside the renewals' task group: its exception must come
-            # out as itself, not in a group.
+            # The caller's block runs inside the slot's task group: its exception must come out
+            # as itself, not in a group.
             with single_exception():
                 async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(self._renew, rest, lease, holder)
-                    try:
-                        yield
-                    finally:
-                        tasks.cancel_scope.cancel()
+                    with present.fence() as fence:
+                        yield _RecordedSlot(writer, key, present.name, tasks)
+                    fenced = fence.cancelled_caught
         finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_RELEASE_TIMEOUT):
-                await self._release(rest, lease)
-
-    async def _call(self, rest: RestClient, method: str, name: str | None, body: Any) -> Any:
-        self.slots.api_calls += 1
-        answer = await rest.send(method, self.slots.path(name), body, impersonate=False)
-        return answer
-
-    async def _take(
-        self, rest: RestClient, workspace: Workspace, holder: str
-    ) -> tuple[str, str, float] | None:
-        """``(name, resourceVersion, acquireTime)`` of the slot taken, or ``None`` when all are
-        held."""
-        assert self.limit is not None
-        duration = self.slots.duration
-        for name in slot_names(workspace.project, self.limit):
-            now = self.slots.clock()
-            created = await self._call(rest, "POST", None, lease_body(name, holder, duration, now))
-            if created.status == 201:
-                return name, _version(created), now
-            _expect(created, 409, self.slots, "create")
-            current = await self._call(rest, "GET", name, None)
-            if current.status == 404:
-                continue  # Released meanwhile: another caller will get it; try the next one.
-            _expect(current, 200, self.slots, "get")
-            lease = _json(current)
-            now = self.slots.clock()
-            if not is_expired(lease, now):
-                continue
-            version = lease.get("metadata", {}).get("resourceVersion")
-            body = lease_body(
-                name,
-                holder,
-                duration,
-                now,
-                resource_version=version,
-                transitions=transitions_of(lease) + 1,
+            if admission is Admission.ADMITTED:
+                with anyio.CancelScope(shield=True):
+                    await _release(present, writer, key)
+        if fenced:
+            raise ExecError(
+                ExecErrorCode.ABORTED,
+                "the session was ended: this replica could not renew its heartbeat for "
+                f"{present.fence_after:g} s (the API server is unreachable), and other replicas "
+                "would soon count its sessions as gone",
             )
-            taken = await self._call(rest, "PUT", name, body)
-            if taken.status == 200:
-                logger.info("took over the expired session slot %s", name)
-                return name, _version(taken), now
-            if taken.status not in (404, 409):
-                _expect(taken, 200, self.slots, "update")
-        return None
 
-    async def _renew(self, rest: RestClient, lease: _Held, holder: str) -> None:
-        # Never raises: a failed renewal is retried at the next interval; a slot taken over
-        # (we were presumed dead) stops the renewals, and the session goes on.
-        while True:
-            await anyio.sleep(self.slots.renew_interval)
-            now = self.slots.clock()
-            body = lease_body(
-                lease.name,
-                holder,
-                self.slots.duration,
-                now,
-                resource_version=lease.version,
-                acquired_at=lease.acquired_at,
-            )
-            try:
-                answer = await self._call(rest, "PUT", lease.name, body)
-            except ExecError as error:
-                logger.warning("renewing session slot %s failed: %s", lease.name, error.message)
-                continue
-            if answer.status == 200:
-                lease.version = _version(answer)
-            elif answer.status in (404, 409):
-                logger.warning(
-                    "session slot %s was taken over (a renewal came too late): the "
-                    "session goes on, but no longer counts against the limit",
-                    lease.name,
-                )
-                lease.version = None
-                return
-            else:
-                logger.warning(
-                    "renewing session slot %s failed with HTTP %d", lease.name, answer.status
-                )
 
-    async def _release(self, rest: RestClient, lease: _Held) -> None:
-        if lease.version is None:
-            return  # Taken over: the Lease is someone else's now.
-        options = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "preconditions": {"resourceVersion": lease.version},
-        }
+async def _release(present: Replica, writer: RecordWriter, key: str) -> None:
+    """Remove the session's entry; when that fails or takes too long, the heartbeat's task
+    retries it (a debt)."""
+    with anyio.move_on_after(_RELEASE_TIMEOUT) as deadline:
         try:
-            answer = await self._call(rest, "DELETE", lease.name, options)
-        except ExecError as error:
-            logger.warning("releasing session slot %s failed: %s", lease.name, error.message)
+            await writer.submit(Remove(key))
             return
-        if answer.status not in (200, 404, 409):
-            logger.warning(
-                "releasing session slot %s failed with HTTP %d", lease.name, answer.status
-            )
-
-
-class _Held:
-    def __init__(self, name: str, version: str, acquired_at: float) -> None:
-        self.name = name
-        self.version: str | None = version
-        self.acquired_at = acquired_at
-
-
-def _json(answer: ApiResponse) -> Any:
-    try:
-        return json.loads(answer.body)
-    except (ValueError, UnicodeError):
-        raise ExecError(ExecErrorCode.FAILED, "the Lease API answered something not JSON") from None
-
-
-def _version(answer: ApiResponse) -> str:
-    version = _json(answer).get("metadata", {}).get("resourceVersion")
-    if not isinstance(version, str) or not version:
-        raise ExecError(
-            ExecErrorCode.FAILED, "the Lease API answered a Lease without resourceVersion"
-        )
-    return version
-
-
-def _expect(answer: ApiResponse, status: int, slots: ClusterSlots, verb: str) -> None:
-    if answer.status == status:
-        return
-    hint = (
-        f" (the service needs {verb} on leases.coordination.k8s.io in namespace "
-        f"{slots.namespace!r})"
-        if answer.status in (401, 403)
-        else ""
-    )
-    raise ExecError(
-        ExecErrorCode.FAILED,
-        f"the session slot Lease {verb} failed with HTTP {answer.status}{hint}",
-        http_status=answer.status,
-    )
+        except ExecError as error:
+            logger.warning("recording the end of session %s failed: %s", key, error.message)
+    if deadline.cancelled_caught:
+        logger.warning("recording the end of session %s took too long; retrying later", key)
+    present.debts.setdefault(f"{writer.project}\0{writer.uid}\0{writer.shard}", set()).add(key)

@@ -11,7 +11,8 @@ concurrent requests) and the request is sent once more; a second ``401`` is the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json as json_module
+from collections.abc import AsyncIterator, Sequence
 from typing import TypeVar
 
 import anyio
@@ -136,7 +137,13 @@ class RestClient:
             try:
                 async with self._slots:
                     headers = await self.auth_headers() + identity
-                    response = await self._http.request(method, target, headers=headers, json=json)
+                    request = self._http.build_request(method, target, headers=headers)
+                    if json is not None:
+                        data = json_module.dumps(json).encode()
+                        request.headers["Content-Type"] = "application/json"
+                        request.headers["Content-Length"] = str(len(data))
+                        request.stream = _Body(data)
+                    response = await self._http.send(request)
             except httpx.HTTPError as error:
                 raise ExecError(
                     ExecErrorCode.FAILED,
@@ -150,3 +157,32 @@ class RestClient:
                 continue
             break
         return ApiResponse(status=response.status_code, body=response.content)
+
+
+class _Body(httpx.AsyncByteStream):
+    """A request body sent in one piece. httpx's own body stream is an async generator: when a
+    connection breaks while the body is being sent, it is left unfinished and trio warns when
+    the garbage collector finalizes it (a ResourceWarning in every failed write). This one's
+    iterator is a plain object, with nothing to finalize."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _Once(self._data)
+
+
+class _Once:
+    __slots__ = ("_data",)
+
+    def __init__(self, data: bytes) -> None:
+        self._data: bytes | None = data
+
+    def __aiter__(self) -> _Once:
+        return self
+
+    async def __anext__(self) -> bytes:
+        data, self._data = self._data, None
+        if data is None:
+            raise StopAsyncIteration
+        return data

@@ -1,0 +1,93 @@
+"""What every runtime binding exports, besides its own ``KubernetesBackend`` and
+``connect_exec``: the service, the backend seam, copying files, and the core's request, frame
+and error types.
+
+A binding re-exports this module whole (``from kuber_exec_anyio.binding import *``), so the
+names are listed here once, in ``__all__``: adding one here adds it to ``kuber_exec_trio``,
+``kuber_exec_asyncio`` and :data:`kuber_exec_anyio.BINDING_NAMES` together. The module holds
+nothing else: every public name it imports is in ``__all__`` (``tests/test_architecture.py``).
+"""
+
+from kuber_exec_core import Close as Close
+from kuber_exec_core import Error as Error
+from kuber_exec_core import ExecError as ExecError
+from kuber_exec_core import ExecErrorCode as ExecErrorCode
+from kuber_exec_core import ExecLimits as ExecLimits
+from kuber_exec_core import ExecOutputLimitError as ExecOutputLimitError
+from kuber_exec_core import ExecRequest as ExecRequest
+from kuber_exec_core import ExecResult as ExecResult
+from kuber_exec_core import Exit as Exit
+from kuber_exec_core import Impersonation as Impersonation
+from kuber_exec_core import Resize as Resize
+from kuber_exec_core import ResolvedTarget as ResolvedTarget
+from kuber_exec_core import Stderr as Stderr
+from kuber_exec_core import Stdin as Stdin
+from kuber_exec_core import Stdout as Stdout
+from kuber_exec_core import Workspace as Workspace
+from kuber_exec_core.copy import CopyError as CopyError
+from kuber_exec_core.copy import CopyProblem as CopyProblem
+
+from ._audit._log import JsonLinesAuditLog as JsonLinesAuditLog
+from ._audit._record import AuditEvent as AuditEvent
+from ._audit._recording import Recording as Recording
+from ._audit._recording import RecordingSink as RecordingSink
+from ._backend import Backend as Backend
+from ._backend import ExecConnection as ExecConnection
+from ._copy._common import DEFAULT_COPY_RETRIES as DEFAULT_COPY_RETRIES
+from ._copy._common import CopyProgress as CopyProgress
+from ._copy._common import CopyResult as CopyResult
+from ._copy._common import CopyTarget as CopyTarget
+from ._copy._download import copy_from_pod as copy_from_pod
+from ._copy._download import download_stream as download_stream
+from ._copy._upload import copy_to_pod as copy_to_pod
+from ._copy._upload import upload_stream as upload_stream
+from ._kubernetes._config import ClusterConfig as ClusterConfig
+from ._kubernetes._lease_slots import ClusterSlots as ClusterSlots
+from ._kubernetes._preflight import ExecPreflight as ExecPreflight
+from ._limits import SessionLimits as SessionLimits
+from ._service import ExecService as ExecService
+from ._session import InteractiveSession as InteractiveSession
+
+__all__ = [
+    # the service
+    "AuditEvent",
+    "Backend",
+    "ClusterConfig",
+    "ClusterSlots",
+    "ExecConnection",
+    "ExecPreflight",
+    "ExecService",
+    "InteractiveSession",
+    "JsonLinesAuditLog",
+    "Recording",
+    "RecordingSink",
+    "SessionLimits",
+    # copying files
+    "CopyError",
+    "CopyProblem",
+    "CopyProgress",
+    "CopyResult",
+    "CopyTarget",
+    "DEFAULT_COPY_RETRIES",
+    "copy_from_pod",
+    "copy_to_pod",
+    "download_stream",
+    "upload_stream",
+    # the core's request, frame and error types
+    "Close",
+    "Error",
+    "ExecError",
+    "ExecErrorCode",
+    "ExecLimits",
+    "ExecOutputLimitError",
+    "ExecRequest",
+    "ExecResult",
+    "Exit",
+    "Impersonation",
+    "Resize",
+    "ResolvedTarget",
+    "Stderr",
+    "Stdin",
+    "Stdout",
+    "Workspace",
+]
