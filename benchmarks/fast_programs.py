@@ -19,7 +19,8 @@ argv                                   what the session does
                                        start mark on stdout, then the command (or the
                                        missing-executable mark and exit 127)
 ``/bin/sh -c SCRIPT kuber-exec-cleanup`` the cleanup exec: ``none`` (nothing runs here after
-                                       its session), then success
+                                       its session), then success; for the batch script, a
+                                       ``ID none`` line per session
 anything else                          ``InternalError``: executable file not found
 =====================================  ========================================================
 """
@@ -33,7 +34,12 @@ from typing import Protocol
 from fast_wire import frame
 
 from kuber_exec_core.server import status_exit_code, status_failure, status_success
-from kuber_exec_core.supervision import CLEANUP_MARKER, SHELL
+from kuber_exec_core.supervision import (
+    CLEANUP_MARKER,
+    SHELL,
+    CleanupRequest,
+    batch_cleanup_command,
+)
 
 __all__ = [
     "DEFAULT_MESSAGE_BYTES",
@@ -153,14 +159,22 @@ def _sleep(io: ProgramIO, argument: str) -> Program:
 
 _KNOWN = frozenset({"bench-stdout", "head", "true", "false", "sleep", "cat", "echo"})
 _CLEANUP_TAG = "kuber-exec-cleanup"
+# The batch cleanup's script (the same text for every batch): its sessions are its 16-character
+# arguments (the others are its grace and class tokens).
+_BATCH_CLEANUP = batch_cleanup_command([CleanupRequest("0" * 16)], grace=0)[2]
 
 
 def start_program(argv: Sequence[str], io: ProgramIO) -> Program:
     """Start ``argv`` on ``io``; the returned program receives the session's stdin."""
     match list(argv):
-        case [shell, "-c", _script, tag, *_] if shell == SHELL and tag == _CLEANUP_TAG:
+        case [shell, "-c", script, tag, *arguments] if shell == SHELL and tag == _CLEANUP_TAG:
             if io.stdout:
-                io.write(frame(bytes((STDOUT,)) + b"none\n"))
+                if script == _BATCH_CLEANUP:
+                    ids = [argument for argument in arguments if len(argument) == 16]
+                    verdicts = "".join(f"{session} none\n" for session in ids).encode()
+                else:
+                    verdicts = b"none\n"
+                io.write(frame(bytes((STDOUT,)) + verdicts))
             io.finish(_SUCCESS)
             return Program()
         case [shell, "-c", _script, tag, *command] if shell == SHELL and tag.startswith(

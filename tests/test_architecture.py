@@ -362,8 +362,9 @@ def test_the_shared_names_are_the_binding_modules_imports() -> None:
     imported = {n for n in vars(binding) if n.isidentifier() and not n.startswith("_")}
     assert binding.__all__ == list(kuber_exec_anyio.BINDING_NAMES)
     assert set(binding.__all__) == imported
+    # CleanupStatus: what ExecService.cleanup_status returns (docs/cleanup.md), for annotations.
     assert set(kuber_exec_anyio.__all__) == {
-        "BINDING_NAMES", "BackendHooks", "KubernetesBackend", *binding.__all__
+        "BINDING_NAMES", "BackendHooks", "CleanupStatus", "KubernetesBackend", *binding.__all__
     }  # fmt: skip
 
 

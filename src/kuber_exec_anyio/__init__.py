@@ -11,6 +11,7 @@ this one directly to plug in another WebSocket library (:mod:`kuber_exec_anyio.t
 # The names every binding exports are listed once, in ``binding``; this package exports them too.
 from . import binding as _binding
 from ._backend import BackendHooks as BackendHooks
+from ._cleanup import CleanupStatus as CleanupStatus
 from ._kubernetes._backend import KubernetesBackend as KubernetesBackend
 from .binding import *  # noqa: F403
 
@@ -18,4 +19,4 @@ from .binding import *  # noqa: F403
 #: ``connect_exec``: :mod:`kuber_exec_anyio.binding`'s names, in its order.
 BINDING_NAMES: tuple[str, ...] = tuple(_binding.__all__)
 
-__all__ = ["BINDING_NAMES", "BackendHooks", "KubernetesBackend", *BINDING_NAMES]
+__all__ = ["BINDING_NAMES", "BackendHooks", "CleanupStatus", "KubernetesBackend", *BINDING_NAMES]

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
+import anyio.abc
+
 from kuber_exec_core import (
     Deployment,
     ExecError,
@@ -118,6 +120,16 @@ class BackendHooks:
                 is not open.
         """
         raise ExecError(ExecErrorCode.FAILED, f"{type(self).__name__} has no REST client")
+
+    def background_tasks(self) -> anyio.abc.TaskGroup | None:
+        """A task group that outlives single calls, for work that goes on after its caller
+        returned (a cleanup not finished within its caller's bound, docs/cleanup.md), or
+        ``None`` (the default): nothing outlives its call, so such work is bounded by its
+        caller's wait and what is left then is given up. The service starts tasks in it from
+        any of its calls; the backend decides how long they may live (``KubernetesBackend``:
+        while its ``async with`` block runs, and a short time after it, then cancelled).
+        """
+        return None
 
     def resolve_cached(self, request: ExecRequest, limits: ExecLimits) -> ResolvedTarget | None:
         """The target of a plain resolution of ``request`` in one step (from a watch cache), or

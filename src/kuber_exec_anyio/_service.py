@@ -45,6 +45,7 @@ from ._admission import admitted, workspace_slots
 from ._audit._record import AuditHook, AuditRecord
 from ._audit._recording import Recording, prepare_recorder, recorded
 from ._backend import Backend, ExecConnection, backend_hooks
+from ._cleanup import CleanupCrew, CleanupStatus
 from ._drivers import await_start, collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
 from ._kubernetes._lease_slots import SessionSlot
@@ -58,7 +59,6 @@ from ._supervise import (
     ShellRegistry,
     needs_cleanup,
     next_attempt,
-    run_cleanup,
 )
 
 __all__ = ["ExecService"]
@@ -96,8 +96,9 @@ class ExecService:
             (docs/cleanup.md). Per call: ``execute(..., cleanup=)``, ``open_interactive(...,
             cleanup=)``. ``EXEC_INVALID`` when not a ``bool``.
         cleanup_grace: seconds between the cleanup's TERM and its KILL (default 2); the
-            caller is held at most ``2 * cleanup_grace + 2`` seconds by a cleanup.
-            ``EXEC_INVALID`` unless a finite number in [0, 60].
+            caller is held at most ``2 * cleanup_grace + 2`` seconds by a cleanup (one not
+            finished by then goes on in the backend's background, reported as ``pending``:
+            see :attr:`cleanup_status`). ``EXEC_INVALID`` unless a finite number in [0, 60].
     """
 
     def __init__(
@@ -133,6 +134,24 @@ class ExecService:
         self._shells = ShellRegistry()
         #: The cleanup execs in flight (at most MAX_CONCURRENT_CLEANUPS at once).
         self._cleanup_slots = CleanupSlots()
+        # Batches the cleanups per container; made on first use (see _crew()).
+        self._cleanup_crew: CleanupCrew | None = None
+
+    @property
+    def cleanup_status(self) -> CleanupStatus:
+        """How this service's cleanups stand (a snapshot, counted in sessions): queued,
+        running, done, failed, abandoned, the calls that returned ``pending``, and the cleanup
+        execs run (docs/cleanup.md)."""
+        crew = self._cleanup_crew
+        return CleanupStatus() if crew is None else crew.status
+
+    def _crew(self) -> CleanupCrew:
+        # On first use: its primitives belong to the event loop that runs it.
+        if self._cleanup_crew is None:
+            self._cleanup_crew = CleanupCrew(
+                self.backend, self.subprotocols, self.cleanup_settings, self._cleanup_slots
+            )
+        return self._cleanup_crew
 
     def __repr__(self) -> str:
         return f"ExecService({self.backend!r}, {self.limits!r})"
@@ -466,13 +485,14 @@ class _Attempts:
         if not needs_cleanup(session):  # the server reported the process's end
             return
         service = self._service
-        outcome = await run_cleanup(
-            service.backend,
+        settings = service.cleanup_settings
+        outcome = await service._crew().clean(
             target,
-            session,
-            service.cleanup_settings,
-            service.subprotocols,
-            service._cleanup_slots,
+            session.supervision,
+            # The start mark had not arrived: the command may still have been starting.
+            wait_for_start=settings.grace if session.start_mark is None else 0.0,
+            hangup=session.tty,
+            bound=settings.timeout,
         )
         record.cleaned_up(outcome)
 

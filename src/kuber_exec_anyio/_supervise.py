@@ -1,7 +1,8 @@
-"""The service's side of supervision: which attempt to make next, and the bounded cleanup exec.
+"""The service's side of supervision: which attempt to make next, and the cleanup's settings.
 
 The rules are the core's (:mod:`kuber_exec_core.supervision`); this module holds the state one
-service keeps (which containers have no shell) and the one await that runs the cleanup. An exec
+service keeps (which containers have no shell) and the cleanup's timing and slots (the cleanup
+execs themselves are the crew's, ``_cleanup``). An exec
 is at most three attempts: supervised; unsupervised on the same pod when the prologue could not
 start (no shell in the image, or ``ARGV[0]`` not found, whose real error only the runtime
 gives); and once on another pod when the runtime refused to start anything (a stopped container
@@ -13,30 +14,16 @@ from __future__ import annotations
 import enum
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
 
 import anyio
 import attrs
 
-from kuber_exec_core import (
-    Error,
-    ExecError,
-    ExecSession,
-    ExecStreams,
-    ExecuteRun,
-    ResolvedTarget,
-    Subprotocol,
-)
+from kuber_exec_core import Error, ExecSession, ResolvedTarget
 from kuber_exec_core.supervision import (
-    CleanupOutcome,
     StartMark,
     is_missing_shell,
     is_start_failure,
-    parse_cleanup_output,
 )
-
-from ._backend import Backend
-from ._drivers import collect_execute
 
 __all__ = [
     "DEFAULT_CLEANUP_GRACE",
@@ -45,7 +32,6 @@ __all__ = [
     "ShellRegistry",
     "next_attempt",
     "needs_cleanup",
-    "run_cleanup",
 ]
 
 logger = logging.getLogger("kuber_exec")
@@ -56,7 +42,6 @@ DEFAULT_CLEANUP_GRACE = 2.0
 #: the caller's cancellation is held at most ``grace + CLEANUP_MARGIN`` (and ``grace`` more when
 #: the start mark had not arrived: the command may still have been starting).
 CLEANUP_MARGIN = 2.0
-_CLEANUP_OUTPUT_CAP = 4096
 _SHELLESS_REMEMBERED = 4096
 
 
@@ -69,15 +54,16 @@ class CleanupSettings:
 
     @property
     def timeout(self) -> float:
-        """The longest one cleanup exec may hold its caller."""
+        """The longest a cleanup may hold its caller (after it, the cleanup goes on in the
+        background when the backend hosts one: ``CleanupOutcome.PENDING``)."""
         return 2 * self.grace + CLEANUP_MARGIN
 
 
 #: How many cleanup execs one service runs at once. Leaving thousands of sessions at once (a
 #: platform shutting down, a burst cancelled) started as many cleanup execs as sessions, all
 #: competing with the closing handshakes: on the benchmark server not one of 10,000 finished
-#: within its timeout. A bounded number at a time gets through; the rest wait their turn
-#: within the same timeout, so no caller is held longer than before.
+#: within its timeout. A bounded number at a time gets through; since issue 39 each is a batch
+#: of up to 128 sessions of one container (``_cleanup.CleanupCrew``).
 MAX_CONCURRENT_CLEANUPS = 32
 
 
@@ -174,64 +160,3 @@ def needs_cleanup(session: ExecSession | None) -> bool:
     if session is None or session.supervision is None:
         return False
     return not session.server_reported_end and session.start_mark is not StartMark.MISSING
-
-
-async def run_cleanup(
-    backend: Backend,
-    target: ResolvedTarget,
-    session: ExecSession,
-    settings: CleanupSettings,
-    subprotocols: Sequence[Subprotocol],
-    slots: CleanupSlots,
-) -> CleanupOutcome:
-    """Run the cleanup exec for ``session`` in ``target``: shielded from the caller's
-    cancellation, one of at most ``slots.limit`` at once, and bounded by ``settings.timeout``
-    (the wait for a slot included); never raises (a failure is logged and returned as
-    :attr:`CleanupOutcome.FAILED`)."""
-    supervision = session.supervision
-    assert supervision is not None
-    wait_for_start = settings.grace if session.start_mark is None else 0.0
-    command = supervision.cleanup_command(
-        grace=settings.grace, wait_for_start=wait_for_start, hangup=session.tty
-    )
-    streams = ExecStreams(stdin=False, stdout=True, stderr=True, tty=False)
-    outcome = CleanupOutcome.FAILED
-    with anyio.CancelScope(shield=True), anyio.move_on_after(settings.timeout) as deadline:
-        try:
-            async with (
-                slots.limiter,
-                backend.exec(target, command, streams, subprotocols) as connection,
-            ):
-                run = ExecuteRun(
-                    target,
-                    connection.subprotocol,
-                    stdout_cap=_CLEANUP_OUTPUT_CAP,
-                    stderr_cap=_CLEANUP_OUTPUT_CAP,
-                )
-                result = await collect_execute(run, connection)
-            outcome = parse_cleanup_output(result.stdout, result.exit_code)
-            if outcome is CleanupOutcome.FAILED:
-                logger.warning(
-                    "the cleanup in %s/%s did not report: exit %d, %r",
-                    target.namespace,
-                    target.pod,
-                    result.exit_code,
-                    result.stderr[:200],
-                )
-        except ExecError as error:
-            logger.warning(
-                "the cleanup in %s/%s failed (processes may be left): %s",
-                target.namespace,
-                target.pod,
-                error,
-            )
-    if deadline.cancelled_caught:
-        logger.warning(
-            "the cleanup in %s/%s did not finish within %g s (processes may be left)",
-            target.namespace,
-            target.pod,
-            settings.timeout,
-        )
-    else:
-        logger.info("cleanup in %s/%s: %s", target.namespace, target.pod, outcome.value)
-    return outcome

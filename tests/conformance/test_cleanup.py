@@ -372,7 +372,7 @@ async def test_a_burst_of_leaving_sessions_is_cleaned_up_a_bounded_number_at_a_t
 
     slots = audited_service._cleanup_slots = CleanupSlots(limit=2)
     counting = _CountingLimiter(slots.limit)
-    slots._limiter = cast(Any, counting)  # run_cleanup enters whatever ``limiter`` holds
+    slots._limiter = cast(Any, counting)  # the crew enters whatever ``limiter`` holds
     mark = marker()
     count = 6
 

@@ -74,8 +74,10 @@ class AuditEvent:
         bytes_out: stdout and stderr bytes received from it.
         cleanup: on ``ended``, what the cleanup did when the exec ended without its process's
             exit (:class:`~kuber_exec_core.supervision.CleanupOutcome`: ``"none"``,
-            ``"terminated"``, ``"killed"``, ``"failed"``, or ``"unsupervised"`` for an image
-            without a shell); ``None`` when no cleanup was called for.
+            ``"terminated"``, ``"killed"``, ``"failed"``, ``"unsupervised"`` for an image
+            without a shell, or ``"pending"``: not settled within the caller's bound, it went on
+            in the background, and its verdict is logged, not in this event); ``None`` when no
+            cleanup was called for.
         user: the user the exec acted for (``ExecRequest.on_behalf_of.user``), ``None`` when
             it ran as the service itself.
         groups: that user's impersonated groups.

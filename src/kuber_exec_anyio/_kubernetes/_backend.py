@@ -85,6 +85,10 @@ class KubernetesBackend(BackendHooks):
         cluster_slots: hold ``SessionLimits.max_sessions_per_workspace`` as Leases shared by
             every replica (:class:`ClusterSlots`; ``None``, the default: counted in-process).
 
+    While the block runs, the backend hosts work that outlives single calls
+    (:meth:`background_tasks`: cleanups that continue after their caller's bound); leaving the
+    block gives that work up to :attr:`background_exit_timeout` seconds, then cancels it.
+
     Every request of an exec acting for a user (``ExecRequest.on_behalf_of``) carries its
     impersonation headers (docs/platform.md). A ``401`` (to a REST read or to the exec upgrade,
     where the command never started) reloads the credentials once and tries once more.
@@ -92,6 +96,9 @@ class KubernetesBackend(BackendHooks):
 
     #: The runtime's WebSocket transport; ``kuber_exec_trio`` and ``kuber_exec_asyncio`` bind it.
     default_transport: ClassVar[TransportOpener | None] = None
+    #: Seconds leaving the ``async with`` block waits for background work (cleanups still
+    #: running, docs/cleanup.md) before cancelling it; a cleanup's own run is a few seconds.
+    background_exit_timeout: float = 10.0
 
     def __init__(
         self,
@@ -142,6 +149,8 @@ class KubernetesBackend(BackendHooks):
         # While open, with a ping interval: the one pinger of every exec connection.
         self._keepalive: SharedKeepalive | None = None
         self._keepalive_tasks: anyio.abc.TaskGroup | None = None
+        # While open: the host of work that outlives its call (background_tasks()).
+        self._background: anyio.abc.TaskGroup | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config!r})"
@@ -175,6 +184,11 @@ class KubernetesBackend(BackendHooks):
             await tasks.__aenter__()
             tasks.start_soon(keepalive.run)
             self._keepalive, self._keepalive_tasks = keepalive, tasks
+        # Entered after the keepalive's (and left before it): background cleanups run execs,
+        # which use the shared pinger and the HTTP client.
+        background = anyio.create_task_group()
+        await background.__aenter__()
+        self._background = background
         if self.cluster_slots is not None:
             await self.cluster_slots.open(self.rest_client, functools.partial(clean_orphans, self))
         return self
@@ -185,8 +199,27 @@ class KubernetesBackend(BackendHooks):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.cluster_slots is not None:
-            await self.cluster_slots.close()
+        try:
+            # The replica's tasks (opened last) close first.
+            if self.cluster_slots is not None:
+                await self.cluster_slots.close()
+        finally:
+            await self._close_background()
+
+    async def _close_background(self) -> None:
+        background, self._background = self._background, None
+        try:
+            if background is not None:
+                # What is still running (cleanups) gets a bounded time to finish, then is
+                # cancelled (and counted as abandoned by its owner).
+                background.cancel_scope.deadline = (
+                    anyio.current_time() + self.background_exit_timeout
+                )
+                await background.__aexit__(None, None, None)
+        finally:
+            await self._close_keepalive_and_http()
+
+    async def _close_keepalive_and_http(self) -> None:
         http, self._http, self._rest = self._http, None, None
         tasks, self._keepalive_tasks, self._keepalive = self._keepalive_tasks, None, None
         try:
@@ -197,6 +230,11 @@ class KubernetesBackend(BackendHooks):
             if http is not None:
                 with anyio.CancelScope(shield=True):
                     await http.aclose()
+
+    def background_tasks(self) -> anyio.abc.TaskGroup | None:
+        """The backend's task group for work that outlives its call, while the backend is open
+        (``None`` before it is entered and once it is being left)."""
+        return self._background
 
     def rest_client(self) -> RestClient:
         """The open backend's REST client (for the Lease slots).

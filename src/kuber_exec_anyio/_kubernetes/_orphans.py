@@ -3,7 +3,8 @@
 A session record's entry names the pod, container and supervision id of the session's command;
 when its replica died (``kill -9``, a lost node) or was shut down before it could clean up,
 another replica runs the supervision's cleanup there (docs/cleanup.md) before it removes the
-entry. Bounded like every cleanup: ``2 * grace + 2`` seconds per container.
+entry. Bounded like every cleanup: ``2 * grace + 2`` seconds per container, batched like the
+service's (docs/cleanup.md).
 """
 
 from __future__ import annotations
@@ -11,71 +12,49 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-import anyio
-
-from kuber_exec_core import (
-    DEFAULT_SUBPROTOCOLS,
-    ExecError,
-    ExecStreams,
-    ExecuteRun,
-    ResolvedTarget,
-)
-from kuber_exec_core.supervision import CleanupOutcome, Supervision, parse_cleanup_output
+from kuber_exec_core import DEFAULT_SUBPROTOCOLS, ResolvedTarget
+from kuber_exec_core.supervision import CleanupOutcome, CleanupRequest
 
 from .._backend import Backend
-from .._drivers import collect_execute
+from .._cleanup import CleanupCrew
+from .._supervise import CleanupSettings, CleanupSlots
 
 __all__ = ["clean_orphans"]
 
 logger = logging.getLogger("kuber_exec")
 
 _GRACE = 2.0
-_MARGIN = 2.0
-_OUTPUT_CAP = 4096
 _AT_ONCE = 16
 
 
 async def clean_orphans(
     backend: Backend, target: ResolvedTarget, sessions: Sequence[tuple[str, bool]]
 ) -> None:
-    """Run the cleanup of each ``(supervision id, hangup)`` in ``target``; never raises."""
-    limiter = anyio.CapacityLimiter(_AT_ONCE)
-    outcomes: list[CleanupOutcome] = []
-
-    async def clean_one(session_id: str, hangup: bool) -> None:
-        command = Supervision(session_id).cleanup_command(grace=_GRACE, hangup=hangup)
-        streams = ExecStreams(stdin=False, stdout=True, stderr=True, tty=False)
-        outcome = CleanupOutcome.FAILED
-        with anyio.move_on_after(2 * _GRACE + _MARGIN):
-            try:
-                async with (
-                    limiter,
-                    backend.exec(target, command, streams, DEFAULT_SUBPROTOCOLS) as connection,
-                ):
-                    run = ExecuteRun(
-                        target,
-                        connection.subprotocol,
-                        stdout_cap=_OUTPUT_CAP,
-                        stderr_cap=_OUTPUT_CAP,
-                    )
-                    result = await collect_execute(run, connection)
-                outcome = parse_cleanup_output(result.stdout, result.exit_code)
-            except ExecError as error:
-                logger.warning(
-                    "cleaning up after a dead replica in %s/%s failed: %s",
-                    target.namespace,
-                    target.pod,
-                    error,
-                )
-        outcomes.append(outcome)
-
-    async with anyio.create_task_group() as tasks:
-        for session_id, hangup in sessions:
-            tasks.start_soon(clean_one, session_id, hangup)
+    """Run the cleanup of each ``(supervision id, hangup)`` in ``target``, batched (one exec for
+    up to ``MAX_SESSIONS_PER_CLEANUP`` of them, :class:`CleanupCrew`); never raises. Waits
+    ``2 * grace + 2`` seconds at most: what is not settled by then goes on in the backend's
+    background when it has one (``pending``), and is given up otherwise."""
+    requests = []
+    for session_id, hangup in dict(sessions).items():
+        try:
+            requests.append(CleanupRequest(session_id, hangup=hangup))
+        except ValueError:  # not a supervision id: nothing of ours could carry it
+            logger.warning("a session record names a malformed supervision id; skipped")
+    if not requests:
+        return
+    settings = CleanupSettings(grace=_GRACE)
+    crew = CleanupCrew(backend, DEFAULT_SUBPROTOCOLS, settings, CleanupSlots(_AT_ONCE))
+    outcomes = await crew.clean_sessions(target, requests, bound=settings.timeout)
     logger.info(
         "cleaned up %d sessions of a dead replica in %s/%s: %s",
-        len(sessions),
+        len(requests),
         target.namespace,
         target.pod,
-        ", ".join(sorted({outcome.value for outcome in outcomes})),
+        ", ".join(sorted({outcome.value for outcome in outcomes.values()})),
     )
+    if CleanupOutcome.FAILED in outcomes.values():
+        logger.warning(
+            "cleaning up after a dead replica in %s/%s failed for some sessions (see above)",
+            target.namespace,
+            target.pod,
+        )
