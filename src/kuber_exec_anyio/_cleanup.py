@@ -187,6 +187,8 @@ class CleanupCrew:
         self._pending = 0
         self._execs = 0
         self._overflowing = False
+        #: Sessions whose caller was told ``pending``: set when their cleanup settles.
+        self._settlements: dict[str, anyio.Event] = {}
 
     def __repr__(self) -> str:
         return f"CleanupCrew({self.status})"
@@ -222,9 +224,22 @@ class CleanupCrew:
         request = CleanupRequest(
             supervision.session_id, wait_for_start=wait_for_start, hangup=hangup
         )
-        with anyio.CancelScope(shield=True):
-            outcomes = await self._clean(target, [request], bound)
-        return outcomes[request.session_id]
+        # Registered before the wait: the cleanup may settle in the background at any time
+        # after the caller was told "pending".
+        self._settlements[request.session_id] = anyio.Event()
+        outcome = CleanupOutcome.FAILED
+        try:
+            with anyio.CancelScope(shield=True):
+                outcome = (await self._clean(target, [request], bound))[request.session_id]
+        finally:
+            if outcome is not CleanupOutcome.PENDING:
+                self._settlements.pop(request.session_id, None)
+        return outcome
+
+    def settlement(self, session_id: str) -> anyio.Event | None:
+        """For a session whose :meth:`clean` answered ``pending``: an event set once its
+        cleanup settles in the background (``None``: settled already, or never pending)."""
+        return self._settlements.get(session_id)
 
     async def clean_sessions(
         self,
@@ -543,3 +558,6 @@ class CleanupCrew:
             self._overflowing = False
         job.waiter.unsettled -= 1
         job.waiter.notify()
+        settled = self._settlements.pop(job.request.session_id, None)
+        if settled is not None:
+            settled.set()

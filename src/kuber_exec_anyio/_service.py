@@ -48,7 +48,7 @@ from ._backend import Backend, ExecConnection, backend_hooks
 from ._cleanup import CleanupCrew, CleanupStatus
 from ._drivers import await_start, collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
-from ._kubernetes._lease_slots import SessionSlot
+from ._kubernetes._lease_slots import NO_SLOT, SessionSlot
 from ._retarget import open_exec
 from ._session import InteractiveSession, run_session
 from ._supervise import (
@@ -241,7 +241,7 @@ class ExecService:
                     if retry is not None:
                         target = retry
                         continue
-                    await attempts.clean_up(run.session, target, record)
+                    await attempts.clean_up(run.session, target, record, slot)
                     # An output cap or a failed status: the audit event counts what did move.
                     record.failed(
                         error.code,
@@ -252,7 +252,7 @@ class ExecService:
                     raise
                 except BaseException:
                     if run is not None:
-                        await attempts.clean_up(run.session, target, record)
+                        await attempts.clean_up(run.session, target, record, slot)
                     raise
                 break
             logger.info("exec in %s/%s exited %d", target.namespace, target.pod, result.exit_code)
@@ -363,14 +363,14 @@ class ExecService:
                                 yield session
                 except BaseException:
                     if core is not None:
-                        await attempts.clean_up(core, target, record)
+                        await attempts.clean_up(core, target, record, slot)
                         if handed_over:
                             _record_end(record, core.final_frame, core.bytes_in, core.bytes_out)
                     raise
                 if retry is not None:
                     target = retry
                     continue
-                await attempts.clean_up(core, target, record)
+                await attempts.clean_up(core, target, record, slot)
                 _record_end(record, core.final_frame, core.bytes_in, core.bytes_out)
                 return
 
@@ -474,10 +474,16 @@ class _Attempts:
         return fresh
 
     async def clean_up(
-        self, session: ExecSession, target: ResolvedTarget, record: AuditRecord
+        self,
+        session: ExecSession,
+        target: ResolvedTarget,
+        record: AuditRecord,
+        slot: SessionSlot = NO_SLOT,
     ) -> None:
         """End what ``session`` may have left running (when it needs it), and note the outcome
-        for the audit event. Never raises; holds the caller at most the cleanup's timeout."""
+        for the audit event; a cleanup going on in the background keeps the session in its
+        ``slot``'s record until it settles. Never raises; holds the caller at most the
+        cleanup's timeout."""
         if session.supervision is None:
             if self._supervise and not session.server_reported_end:
                 record.cleaned_up(CleanupOutcome.UNSUPERVISED)  # wanted; the image has no shell
@@ -494,6 +500,10 @@ class _Attempts:
             hangup=session.tty,
             bound=settings.timeout,
         )
+        if outcome is CleanupOutcome.PENDING:
+            settled = service._crew().settlement(session.supervision.session_id)
+            if settled is not None:
+                slot.release_after(settled)
         record.cleaned_up(outcome)
 
 

@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 
 from conformance.proxy import FreezingProxy
 from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, Workspace
 from kuber_exec_core.limits import SessionRecord, heartbeat_name, record_name
+from kuber_exec_core.supervision import CleanupOutcome
 from kuber_exec_sandbox import AccessRule, LeaseStore, Sandbox, demo_cluster, run_sandbox_in_thread
 from support import eventually
 
@@ -236,6 +238,37 @@ async def test_a_crowd_of_sessions_is_recorded_in_group_commits(
         # One write per start would be 40, one per end 40 more (and 40 pods noted).
         assert at_open < 2 * crowd
         assert store.writes[RECORD] - at_open < crowd
+
+
+@attrs.frozen
+class _TinyBound:
+    """Cleanup settings whose caller bound is far shorter than any cleanup."""
+
+    grace: float = 0.5
+    timeout: float = 0.001
+
+
+async def test_a_cleanup_going_on_in_the_background_keeps_its_session_recorded(
+    adapter: Any, sandbox: Sandbox
+) -> None:
+    events: list[Any] = []
+    async with replicas(adapter, sandbox.url, 1, 2, duration=30) as (service,):
+        service.audit = events.append
+        service.cleanup_settings = _TinyBound()  # read when the crew is made, on first use
+        async with service.open_interactive(REQUEST, tty=False):
+            await eventually(lambda: all(recorded(sandbox.leases)) and entries(sandbox.leases))
+            found = record(sandbox.leases)
+            assert found is not None
+            ((entry,),) = [list(found.entries.values())]
+            assert entry.supervision is not None
+        # The caller was told "pending": until the cleanup settles, the session still counts
+        # (were this replica to die now, another would finish the cleanup from the record).
+        assert [event.cleanup for event in events if event.phase == "ended"] == [
+            CleanupOutcome.PENDING
+        ]
+        assert entries(sandbox.leases) == 1
+        await eventually(lambda: entries(sandbox.leases) == 0, "the entry's removal")
+        assert session_processes(entry.supervision) == []
 
 
 async def test_a_killed_replicas_sessions_are_cleaned_up_before_they_stop_counting(

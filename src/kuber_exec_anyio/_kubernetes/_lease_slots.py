@@ -28,8 +28,8 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Final
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, Final
 
 import anyio
 import anyio.abc
@@ -164,6 +164,14 @@ class ClusterSlots:
         tasks.start_soon(present.run)
         self._present, self._tasks = present, tasks
 
+    def spawn(self, function: Callable[..., Coroutine[Any, Any, None]], *args: object) -> bool:
+        """Run ``function(*args)`` in these slots' task group while the backend is open;
+        whether it was started."""
+        if self._tasks is None:
+            return False
+        self._tasks.start_soon(function, *args)
+        return True
+
     async def close(self) -> None:
         """Stop the heartbeat and delete it (the backend's ``__aexit__``): the other replicas
         take this one for dead at once and clean up after whatever it leaves."""
@@ -187,13 +195,17 @@ class SessionSlot:
         """Record (in the background) that the session's command now runs in ``target``
         under ``supervision`` (``None``: unsupervised)."""
 
+    def release_after(self, settled: anyio.Event) -> None:
+        """Keep the session recorded after its block until ``settled`` (its cleanup goes on in
+        the background): should this replica die meanwhile, another finishes the cleanup."""
+
 
 #: The slot of a session nothing records (no cluster slots, or the in-process limit).
 NO_SLOT: Final = SessionSlot()
 
 
 class _RecordedSlot(SessionSlot):
-    __slots__ = ("_key", "_replica", "_tasks", "_writer")
+    __slots__ = ("_key", "_replica", "_tasks", "_writer", "settled")
 
     def __init__(
         self, writer: RecordWriter, key: str, replica: str, tasks: anyio.abc.TaskGroup
@@ -202,6 +214,10 @@ class _RecordedSlot(SessionSlot):
         self._key = key
         self._replica = replica
         self._tasks = tasks
+        self.settled: anyio.Event | None = None
+
+    def release_after(self, settled: anyio.Event) -> None:
+        self.settled = settled
 
     def note_attempt(
         self, target: ResolvedTarget, supervision: str | None, *, hangup: bool
@@ -275,18 +291,26 @@ class LeaseWorkspaceSlots:
                 workspace.project,
             )
         fenced = False
+        slot: _RecordedSlot | None = None
         try:
             # The caller's block runs inside the slot's task group: its exception must come out
             # as itself, not in a group.
             with single_exception():
                 async with anyio.create_task_group() as tasks:
                     with present.fence() as fence:
-                        yield _RecordedSlot(writer, key, present.name, tasks)
+                        slot = _RecordedSlot(writer, key, present.name, tasks)
+                        yield slot
                     fenced = fence.cancelled_caught
         finally:
             if admission is Admission.ADMITTED:
-                with anyio.CancelScope(shield=True):
-                    await _release(present, writer, key)
+                # A cleanup going on in the background keeps the entry until it settles (if
+                # this replica is shut down first, the others finish it from the record).
+                settled = None if slot is None else slot.settled
+                if settled is None or not self.slots.spawn(
+                    _release_when_settled, present, writer, key, settled
+                ):
+                    with anyio.CancelScope(shield=True):
+                        await _release(present, writer, key)
         if fenced:
             raise ExecError(
                 ExecErrorCode.ABORTED,
@@ -294,6 +318,19 @@ class LeaseWorkspaceSlots:
                 f"{present.fence_after:g} s (the API server is unreachable), and other replicas "
                 "would soon count its sessions as gone",
             )
+
+
+#: The longest a session stays recorded after its block for a background cleanup: the crew's
+#: own limit (``BACKGROUND_LIMIT``) and a margin.
+_SETTLE_LIMIT = 65.0
+
+
+async def _release_when_settled(
+    present: Replica, writer: RecordWriter, key: str, settled: anyio.Event
+) -> None:
+    with anyio.move_on_after(_SETTLE_LIMIT):
+        await settled.wait()
+    await _release(present, writer, key)
 
 
 async def _release(present: Replica, writer: RecordWriter, key: str) -> None:

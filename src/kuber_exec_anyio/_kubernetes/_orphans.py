@@ -29,11 +29,12 @@ _AT_ONCE = 16
 
 async def clean_orphans(
     backend: Backend, target: ResolvedTarget, sessions: Sequence[tuple[str, bool]]
-) -> None:
+) -> set[str]:
     """Run the cleanup of each ``(supervision id, hangup)`` in ``target``, batched (one exec for
     up to ``MAX_SESSIONS_PER_CLEANUP`` of them, :class:`CleanupCrew`); never raises. Waits
     ``2 * grace + 2`` seconds at most: what is not settled by then goes on in the backend's
-    background when it has one (``pending``), and is given up otherwise."""
+    background when it has one (``pending``), and is given up otherwise. Returns the sessions
+    still pending: they stay recorded, for the next sweep."""
     requests = []
     for session_id, hangup in dict(sessions).items():
         try:
@@ -41,7 +42,7 @@ async def clean_orphans(
         except ValueError:  # not a supervision id: nothing of ours could carry it
             logger.warning("a session record names a malformed supervision id; skipped")
     if not requests:
-        return
+        return set()
     settings = CleanupSettings(grace=_GRACE)
     crew = CleanupCrew(backend, DEFAULT_SUBPROTOCOLS, settings, CleanupSlots(_AT_ONCE))
     outcomes = await crew.clean_sessions(target, requests, bound=settings.timeout)
@@ -52,9 +53,11 @@ async def clean_orphans(
         target.pod,
         ", ".join(sorted({outcome.value for outcome in outcomes.values()})),
     )
+    pending = {key for key, outcome in outcomes.items() if outcome is CleanupOutcome.PENDING}
     if CleanupOutcome.FAILED in outcomes.values():
         logger.warning(
             "cleaning up after a dead replica in %s/%s failed for some sessions (see above)",
             target.namespace,
             target.pod,
         )
+    return pending

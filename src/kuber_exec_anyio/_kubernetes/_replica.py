@@ -59,7 +59,10 @@ logger = logging.getLogger("kuber_exec")
 
 #: Ends the processes of sessions a dead replica left: ``(target, [(supervision id, hangup)])``.
 #: Never raises; returns when done or given up (it bounds itself).
-OrphanCleaner = Callable[[ResolvedTarget, Sequence[tuple[str, bool]]], Coroutine[Any, Any, None]]
+#: Returns the supervision ids whose cleanup is still pending (in the background).
+OrphanCleaner = Callable[
+    [ResolvedTarget, Sequence[tuple[str, bool]]], Coroutine[Any, Any, set[str]]
+]
 
 
 def _selector(role: str) -> str:
@@ -317,22 +320,29 @@ class Replica:
         with contextlib.suppress(ExecError):
             await self.call("DELETE", name, options)
 
-    async def clean_orphans(self, orphans: Mapping[str, SessionEntry]) -> None:
-        """End the processes of a dead replica's sessions, one cleanup per pod and container."""
+    async def clean_orphans(self, orphans: Mapping[str, SessionEntry]) -> set[str]:
+        """End the processes of a dead replica's sessions, one batch per pod and container;
+        the keys of those whose cleanup is still pending (to keep recorded for now)."""
         by_target: dict[ResolvedTarget, list[tuple[str, bool]]] = {}
         for entry in orphans.values():
             if entry.target is not None and entry.supervision is not None:
                 by_target.setdefault(entry.target, []).append((entry.supervision, entry.hangup))
         if not by_target:
-            return
+            return set()
         logger.warning(
             "cleaning up %d sessions left by dead replicas in %d containers",
             sum(len(sessions) for sessions in by_target.values()),
             len(by_target),
         )
+        pending: set[str] = set()
+
+        async def clean(target: ResolvedTarget, sessions: list[tuple[str, bool]]) -> None:
+            pending.update(await self._cleaner(target, sessions))
+
         async with anyio.create_task_group() as tasks:
             for target, sessions in by_target.items():
-                tasks.start_soon(self._cleaner, target, sessions)
+                tasks.start_soon(clean, target, sessions)
+        return {key for key, entry in orphans.items() if entry.supervision in pending}
 
     # -- the records -----------------------------------------------------------------------
 

@@ -130,12 +130,12 @@ class RecordWriter:
 
     async def adopt(self, record: SessionRecord, orphans: Mapping[str, SessionEntry]) -> None:
         """Clean up after ``orphans`` (a dead replica's entries of ``record``) and remove them."""
-        await self.replica.clean_orphans(orphans)
+        pending = await self.replica.clean_orphans(orphans)
         async with self._lock:
             # What was read is newer than a guess (a stale version costs one 409 and a read).
             if self._record is None or self._record.version is None:
                 self._record = record
-        await self.remove(list(orphans))
+        await self.remove([key for key in orphans if key not in pending])
 
     async def _commit(self, batch: list[_Pending], mine: _Pending) -> None:
         try:
@@ -179,8 +179,8 @@ class RecordWriter:
                 await replica.refresh_alive()
                 orphans = record.orphans(replica.alive)
                 if orphans:
-                    await replica.clean_orphans(orphans)
-                    changes = [Remove(key) for key in orphans] + changes
+                    pending = await replica.clean_orphans(orphans)
+                    changes = [Remove(key) for key in orphans if key not in pending] + changes
                     plan = plan_changes(record, changes, alive=replica.alive)
             if plan.entries is None:
                 return plan.admissions
