@@ -28,13 +28,16 @@ _AT_ONCE = 16
 
 
 async def clean_orphans(
-    backend: Backend, target: ResolvedTarget, sessions: Sequence[tuple[str, bool]]
+    backend: Backend,
+    target: ResolvedTarget,
+    sessions: Sequence[tuple[str, bool]],
+    bound: float | None,
 ) -> set[str]:
     """Run the cleanup of each ``(supervision id, hangup)`` in ``target``, batched (one exec for
     up to ``MAX_SESSIONS_PER_CLEANUP`` of them, :class:`CleanupCrew`); never raises. Waits
-    ``2 * grace + 2`` seconds at most: what is not settled by then goes on in the backend's
-    background when it has one (``pending``), and is given up otherwise. Returns the sessions
-    still pending: they stay recorded, for the next sweep."""
+    ``bound`` seconds at most (``None``: the crew's background limit): what is not settled by
+    then goes on in the backend's background when it has one (``pending``), and is given up
+    otherwise. Returns the sessions still pending: they stay recorded, for the next sweep."""
     requests = []
     for session_id, hangup in dict(sessions).items():
         try:
@@ -45,7 +48,7 @@ async def clean_orphans(
         return set()
     settings = CleanupSettings(grace=_GRACE)
     crew = CleanupCrew(backend, DEFAULT_SUBPROTOCOLS, settings, CleanupSlots(_AT_ONCE))
-    outcomes = await crew.clean_sessions(target, requests, bound=settings.timeout)
+    outcomes = await crew.clean_sessions(target, requests, bound=bound)
     logger.info(
         "cleaned up %d sessions of a dead replica in %s/%s: %s",
         len(requests),

@@ -59,9 +59,10 @@ logger = logging.getLogger("kuber_exec")
 
 #: Ends the processes of sessions a dead replica left: ``(target, [(supervision id, hangup)])``.
 #: Never raises; returns when done or given up (it bounds itself).
-#: Returns the supervision ids whose cleanup is still pending (in the background).
+#: ``(target, [(supervision id, hangup)], bound)``; returns the supervision ids whose cleanup is
+#: still pending (in the background) after ``bound`` seconds (``None``: the crew's limit).
 OrphanCleaner = Callable[
-    [ResolvedTarget, Sequence[tuple[str, bool]]], Coroutine[Any, Any, set[str]]
+    [ResolvedTarget, Sequence[tuple[str, bool]], float | None], Coroutine[Any, Any, set[str]]
 ]
 
 
@@ -275,6 +276,7 @@ class Replica:
         # The heartbeats after the records: a replica missing from them is gone (its entries
         # were written after its heartbeat), not one that started since.
         heartbeats = await self.refresh_alive()
+        adopted: list[tuple[SessionRecord, dict[str, SessionEntry]]] = []
         for lease in records:
             record = record_from_listing(lease)
             if record is None:
@@ -282,14 +284,15 @@ class Replica:
             owners.update(entry.replica for entry in record.entries.values())
             orphans = record.orphans(self.alive)
             if orphans:
-                writer = self.writer(Workspace(project=record.project, uid=record.uid), record.name)
-                await writer.adopt(record, orphans)
+                adopted.append((record, orphans))
             elif (
                 not record.entries
                 and record.changed is not None
                 and self.slots.clock() - record.changed >= IDLE_RECORD_SECONDS
             ):
                 await self._delete(record.name, record.version)
+        if adopted:
+            await self._adopt(adopted)
         now = self.slots.clock()
         for lease in heartbeats:
             spec = lease.get("spec") if isinstance(lease, dict) else None
@@ -309,6 +312,26 @@ class Replica:
             metadata = lease.get("metadata", {})
             await self._delete(str(metadata.get("name")), metadata.get("resourceVersion"))
 
+    async def _adopt(self, adopted: list[tuple[SessionRecord, dict[str, SessionEntry]]]) -> None:
+        """Clean up after every orphan at once (batched per container across the records,
+        waiting up to the crew's background limit: the sweep has time), then remove from each
+        record those whose cleanup settled."""
+        everything = {key: entry for _, orphans in adopted for key, entry in orphans.items()}
+        pending = await self.clean_orphans(everything, bound=None)
+
+        async def forget(record: SessionRecord, keys: list[str]) -> None:
+            writer = self.writer(Workspace(project=record.project, uid=record.uid), record.name)
+            try:
+                await writer.forget(record, keys)
+            except ExecError as error:
+                logger.warning("removing a dead replica's sessions failed: %s", error.message)
+
+        async with anyio.create_task_group() as tasks:
+            for record, orphans in adopted:
+                keys = [key for key in orphans if key not in pending]
+                if keys:
+                    tasks.start_soon(forget, record, keys)
+
     async def _delete(self, name: str, version: object) -> None:
         """Delete a Lease unless it changed since it was read (best effort: the next sweep
         tries again)."""
@@ -320,9 +343,12 @@ class Replica:
         with contextlib.suppress(ExecError):
             await self.call("DELETE", name, options)
 
-    async def clean_orphans(self, orphans: Mapping[str, SessionEntry]) -> set[str]:
-        """End the processes of a dead replica's sessions, one batch per pod and container;
-        the keys of those whose cleanup is still pending (to keep recorded for now)."""
+    async def clean_orphans(
+        self, orphans: Mapping[str, SessionEntry], *, bound: float | None
+    ) -> set[str]:
+        """End the processes of a dead replica's sessions, batched per pod and container,
+        waiting at most ``bound`` seconds (``None``: the crew's background limit); the keys of
+        those whose cleanup is still pending (to keep recorded for now)."""
         by_target: dict[ResolvedTarget, list[tuple[str, bool]]] = {}
         for entry in orphans.values():
             if entry.target is not None and entry.supervision is not None:
@@ -337,7 +363,7 @@ class Replica:
         pending: set[str] = set()
 
         async def clean(target: ResolvedTarget, sessions: list[tuple[str, bool]]) -> None:
-            pending.update(await self._cleaner(target, sessions))
+            pending.update(await self._cleaner(target, sessions, bound))
 
         async with anyio.create_task_group() as tasks:
             for target, sessions in by_target.items():

@@ -43,7 +43,12 @@ from kuber_exec_core.limits import (
 
 from ._replica import Replica, expect, read_json
 
-__all__ = ["MAX_CONFLICTS", "RecordWriter"]
+__all__ = ["CLEANUP_BOUND", "MAX_CONFLICTS", "RecordWriter"]
+
+#: The longest a session being admitted waits for a dead replica's sessions to be cleaned up
+#: (a cleanup's own bound at the default grace: ``2 * 2 + 2``); what is not done by then stays
+#: recorded, and the admission is refused.
+CLEANUP_BOUND = 6.0
 
 logger = logging.getLogger("kuber_exec")
 
@@ -128,14 +133,13 @@ class RecordWriter:
         if failures:
             raise failures[0]
 
-    async def adopt(self, record: SessionRecord, orphans: Mapping[str, SessionEntry]) -> None:
-        """Clean up after ``orphans`` (a dead replica's entries of ``record``) and remove them."""
-        pending = await self.replica.clean_orphans(orphans)
+    async def forget(self, record: SessionRecord, keys: Collection[str]) -> None:
+        """Remove ``keys`` (a dead replica's entries, cleaned up) from ``record`` as listed."""
         async with self._lock:
             # What was read is newer than a guess (a stale version costs one 409 and a read).
             if self._record is None or self._record.version is None:
                 self._record = record
-        await self.remove([key for key in orphans if key not in pending])
+        await self.remove(keys)
 
     async def _commit(self, batch: list[_Pending], mine: _Pending) -> None:
         try:
@@ -179,7 +183,7 @@ class RecordWriter:
                 await replica.refresh_alive()
                 orphans = record.orphans(replica.alive)
                 if orphans:
-                    pending = await replica.clean_orphans(orphans)
+                    pending = await replica.clean_orphans(orphans, bound=CLEANUP_BOUND)
                     changes = [Remove(key) for key in orphans if key not in pending] + changes
                     plan = plan_changes(record, changes, alive=replica.alive)
             if plan.entries is None:
