@@ -41,8 +41,10 @@ import logging
 import math
 import os
 import resource
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from contextlib import AsyncExitStack, ExitStack
@@ -63,6 +65,12 @@ OPENING_AT_ONCE = 100
 #: The longest the crowd's cleanups may go on after the last call returned (the crew's
 #: BACKGROUND_LIMIT from each one's queueing, which was before), plus a margin.
 SETTLE_SECONDS = 60.0 + 5.0
+#: The Lease namespace of the kill runs, the replicas' lease duration, and how long the survivor
+#: is given: its first sweep comes one duration after it starts (the dead replica's heartbeat
+#: has expired by then), the cleanups take up to the crew's 60 s, and a second sweep follows.
+SLOTS_NAMESPACE = "kuber-exec"
+KILL_DURATION = 10
+KILL_BOUND = 2 * KILL_DURATION + 60.0 + 10.0
 
 
 def raise_fd_limit() -> int:
@@ -95,7 +103,30 @@ def running(session_ids: set[str]) -> int:
 # The client: one run, in its own process.
 
 
-async def crowd(adapter: Any, urls: Sequence[str], sessions: int) -> dict[str, Any]:
+async def recorded(urls: Sequence[str]) -> int:
+    """Sessions whose pod and supervision are in the sandboxes' session records."""
+    import httpx
+
+    count = 0
+    async with httpx.AsyncClient() as http:
+        for url in urls:
+            answer = await http.get(
+                f"{url}/apis/coordination.k8s.io/v1/namespaces/{SLOTS_NAMESPACE}/leases",
+                params={"labelSelector": "kuber-exec.io/role=sessions"},
+            )
+            for lease in answer.json()["items"]:
+                annotations = lease["metadata"].get("annotations") or {}
+                stored = json.loads(annotations.get("kuber-exec.io/sessions", "{}"))
+                count += sum(1 for entry in stored.values() if entry[2] is not None)
+    return count
+
+
+async def crowd(
+    adapter: Any, urls: Sequence[str], sessions: int, hold: Path | None = None
+) -> dict[str, Any]:
+    """Open the crowd and leave it at once; with ``hold`` (a replica to kill), open it with
+    cluster slots, write its session ids to ``hold`` once all are recorded, print ``held``,
+    and wait to be killed."""
     request = ExecRequest(
         workspace=Workspace(project="demo", uid="demo-uid"), deployment="web", command=["cat"]
     )
@@ -121,9 +152,16 @@ async def crowd(adapter: Any, urls: Sequence[str], sessions: int) -> dict[str, A
 
     async with AsyncExitStack() as stack:
         services = []
-        for url in urls:
+        for index, url in enumerate(urls):
+            slots = (
+                None
+                if hold is None
+                else adapter.ClusterSlots(
+                    SLOTS_NAMESPACE, duration=KILL_DURATION, replica=f"doomed-{index}"
+                )
+            )
             backend = await stack.enter_async_context(
-                adapter.KubernetesBackend(adapter.ClusterConfig(url))
+                adapter.KubernetesBackend(adapter.ClusterConfig(url), cluster_slots=slots)
             )
             cache = await stack.enter_async_context(backend.watch(["demo"]))
             with anyio.fail_after(60):
@@ -140,6 +178,13 @@ async def crowd(adapter: Any, urls: Sequence[str], sessions: int) -> dict[str, A
             while running(ids) < len(ids) and time.monotonic() - started < 300:  # noqa: ASYNC110
                 await anyio.sleep(0.5)  # /proc changes with no event to wait on
             before = running(ids)
+            if hold is not None:
+                with anyio.fail_after(300):
+                    while await recorded(urls) < len(ids):  # noqa: ASYNC110
+                        await anyio.sleep(0.5)  # the records change with no event here
+                await anyio.Path(hold).write_text("\n".join(sorted(ids)))
+                print(json.dumps({"held": len(ids), "running": before}), flush=True)
+                await anyio.sleep_forever()
             left_at = time.monotonic()
             leave.set()
         returned_at = time.monotonic()
@@ -173,7 +218,29 @@ async def crowd(adapter: Any, urls: Sequence[str], sessions: int) -> dict[str, A
     }
 
 
-def measure(runtime: str, urls: Sequence[str], sessions: int) -> None:
+async def survive(adapter: Any, urls: Sequence[str], ids: set[str]) -> dict[str, Any]:
+    """A surviving replica: cluster slots on every sandbox, until the dead one's sessions are
+    all ended (or the bound passes)."""
+    started = time.monotonic()
+    async with AsyncExitStack() as stack:
+        for index, url in enumerate(urls):
+            slots = adapter.ClusterSlots(
+                SLOTS_NAMESPACE, duration=KILL_DURATION, replica=f"survivor-{index}"
+            )
+            await stack.enter_async_context(
+                adapter.KubernetesBackend(adapter.ClusterConfig(url), cluster_slots=slots)
+            )
+        gone: float | None = None
+        while time.monotonic() - started < KILL_BOUND:
+            if running(ids) == 0:
+                gone = time.monotonic() - started
+                break
+            await anyio.sleep(0.5)  # /proc changes with no event to wait on
+        left = running(ids)
+    return {"left": left, "cleaned_seconds": None if gone is None else round(gone, 1)}
+
+
+def measure(runtime: str, urls: Sequence[str], sessions: int, hold: Path | None = None) -> None:
     raise_fd_limit()
     if os.environ.get("CLEANUP_CROWD_LOG"):
         # The crew's batch lines and warnings, on stderr (the driver keeps them in a file).
@@ -184,8 +251,19 @@ def measure(runtime: str, urls: Sequence[str], sessions: int) -> None:
         import kuber_exec_trio as adapter
     else:
         import kuber_exec_asyncio as adapter  # type: ignore[no-redef]
-    result = anyio.run(crowd, adapter, urls, sessions, backend=runtime)
+    result = anyio.run(crowd, adapter, urls, sessions, hold, backend=runtime)
     print(json.dumps({"runtime": runtime, **result}), flush=True)
+
+
+def survivor(runtime: str, urls: Sequence[str], ids_file: Path) -> None:
+    raise_fd_limit()
+    if runtime == "trio":
+        import kuber_exec_trio as adapter
+    else:
+        import kuber_exec_asyncio as adapter  # type: ignore[no-redef]
+    ids = set(ids_file.read_text().split())
+    result = anyio.run(survive, adapter, urls, ids, backend=runtime)
+    print(json.dumps(result), flush=True)
 
 
 # The driver.
@@ -225,6 +303,67 @@ def one_run(runtime: str, sessions: int, per_sandbox: int) -> dict[str, Any]:
     return result
 
 
+def kill_run(runtime: str, sessions: int, per_sandbox: int) -> dict[str, Any]:
+    """Open the crowd in a replica with cluster slots, ``kill -9`` it, and count what a
+    surviving replica has not ended within ``KILL_BOUND`` seconds."""
+    count = math.ceil(sessions / per_sandbox)
+    script = str(Path(__file__).resolve())
+    with ExitStack() as stack:
+        endpoints: list[Endpoint] = [
+            stack.enter_context(server_process("sandbox")) for _ in range(count)
+        ]
+        urls = [endpoint.url for endpoint in endpoints]
+        ids_file = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "ids"
+        doomed = subprocess.Popen(
+            [sys.executable, script, "hold", runtime, str(sessions), str(ids_file), *urls],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert doomed.stdout is not None
+        held: dict[str, Any] = {}
+        for line in doomed.stdout:
+            if line.startswith("{"):
+                held = json.loads(line)
+                break
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+        doomed.stdout.close()
+        if "held" not in held:
+            return {"runtime": runtime, "sessions": sessions, "error": "the replica never held"}
+        done = subprocess.run(
+            [sys.executable, script, "survive", runtime, str(ids_file), *urls],
+            capture_output=True,
+            text=True,
+            timeout=KILL_BOUND + 120,
+            check=False,
+        )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        return {
+            "runtime": runtime,
+            "sessions": sessions,
+            "error": (done.stderr.strip().splitlines() or ["no output"])[-1][:300],
+        }
+    return {
+        "runtime": runtime,
+        "sessions": sessions,
+        "sandboxes": count,
+        "running_at_kill": held["running"],
+        **json.loads(lines[-1]),
+    }
+
+
+KILL_COLUMNS = (
+    ("runtime", "runtime", "{}"),
+    ("sessions", "sessions", "{:,}"),
+    ("sandboxes", "sandboxes", "{}"),
+    ("running_at_kill", "running at kill", "{:,}"),
+    ("cleaned_seconds", "all ended after s", "{}"),
+    ("left", "left", "{:,}"),
+)
+
+
 COLUMNS = (
     ("runtime", "runtime", "{}"),
     ("sessions", "sessions", "{:,}"),
@@ -242,16 +381,18 @@ COLUMNS = (
 )
 
 
-def table(rows: Sequence[dict[str, Any]]) -> list[str]:
-    cells = [[title for _, title, _ in COLUMNS]]
+def table(
+    rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]] = COLUMNS
+) -> list[str]:
+    cells = [[title for _, title, _ in columns]]
     for row in rows:
         if "error" in row:
             cells.append([row["runtime"], f"{row['sessions']:,}", f"error: {row['error']}"])
             continue
         cells.append(
-            ["-" if row.get(key) is None else shown.format(row[key]) for key, _, shown in COLUMNS]
+            ["-" if row.get(key) is None else shown.format(row[key]) for key, _, shown in columns]
         )
-    widths = [max(len(line[i]) for line in cells if i < len(line)) for i in range(len(COLUMNS))]
+    widths = [max(len(line[i]) for line in cells if i < len(line)) for i in range(len(columns))]
     return [
         "  ".join(
             cell.rjust(widths[i]) if i else cell.ljust(widths[i]) for i, cell in enumerate(line)
@@ -265,11 +406,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments[:1] == ["measure"]:
         measure(arguments[1], arguments[3:], int(arguments[2]))
         return 0
+    if arguments[:1] == ["hold"]:
+        measure(arguments[1], arguments[4:], int(arguments[2]), Path(arguments[3]))
+        return 0
+    if arguments[:1] == ["survive"]:
+        survivor(arguments[1], arguments[3:], Path(arguments[2]))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sessions", default=",".join(map(str, SIZES)))
     parser.add_argument("--runtime", default=",".join(RUNTIMES))
     parser.add_argument("--sessions-per-sandbox", type=int, default=None)
     parser.add_argument("--json", type=Path, help="where to write the results as JSON")
+    parser.add_argument(
+        "--kill",
+        action="store_true",
+        help="kill -9 the crowd's replica instead (cleanup_crowd_kill.json by default)",
+    )
     args = parser.parse_args(arguments)
     limit = raise_fd_limit()
     # Five descriptors per session in a sandbox (six counted: a margin), and its own.
@@ -281,11 +433,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for sessions in sizes:
         for runtime in runtimes:
-            row = one_run(runtime, sessions, per_sandbox)
+            run = kill_run if args.kill else one_run
+            row = run(runtime, sessions, per_sandbox)
             print(json.dumps(row), flush=True)
             rows.append(row)
     elapsed = datetime.datetime.now(datetime.UTC) - started
     commit = git_commit()
+    if args.kill:
+        heading = [
+            f"A crowd's replica killed, {started:%Y-%m-%d %H:%M} UTC, "
+            f"{elapsed.total_seconds():.0f} s, commit {commit['describe']}",
+            f"{before['cpu_model']} x {before['cpus']} CPUs, load average "
+            f"{before['load_average']:.1f} at the start; at most {per_sandbox:,} sessions per "
+            "sandbox",
+            f"S non-TTY cat sessions recorded with ClusterSlots (duration {KILL_DURATION} s), "
+            "then kill -9 of their replica;",
+            "a surviving replica sweeps every duration: seconds from its start until none is "
+            f"left (bound {KILL_BOUND:.0f} s).",
+            "",
+            *table(rows, KILL_COLUMNS),
+        ]
+        print("\n".join(heading), flush=True)
+        kill_path: Path = args.json or RESULTS / "cleanup_crowd_kill.json"
+        kill_path.write_text(
+            json.dumps(
+                {
+                    "format": 1,
+                    "source": "benchmarks/cleanup_crowd.py --kill",
+                    "started": started.isoformat(timespec="seconds"),
+                    "commit": commit,
+                    "rows": rows,
+                    "table": heading,
+                },
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+        return 1 if any("error" in row or row.get("left") for row in rows) else 0
     out = [
         f"A crowd leaving at once, {started:%Y-%m-%d %H:%M} UTC, {elapsed.total_seconds():.0f} s, "
         f"commit {commit['describe']}",
