@@ -47,7 +47,7 @@ MIB_KIB = 1024
 FORMAT = 2
 SUMMARY_MARKER = "<!-- benchmark-summary -->"
 TABLE_MARKER = "<!-- benchmark-table -->"
-RESULTS_TABLE = re.compile(r"<!-- results-table ([a-z_]+) -->")
+RESULTS_TABLE = re.compile(r"<!-- results-table ([a-z0-9_]+) -->")
 
 #: Bar colours: kuber-exec, the bare loops, kubectl, the official client, the raw sink.
 COLOURS = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -60,3 +61,16 @@ def test_every_table_the_page_quotes_is_committed(charts: ModuleType) -> None:
     assert names, "docs/benchmarks.md quotes no results table"
     for name in names:
         assert charts.results_table(name).startswith("```text\n")
+
+
+def test_every_marker_in_the_docs_names_a_committed_table(charts: ModuleType) -> None:
+    # Any name the docs use, digits included (realcluster_1_37): one the hook's pattern missed
+    # would stay an invisible HTML comment instead of its table.
+    loose = re.compile(r"<!-- results-table (\S+) -->")
+    found = 0
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        for name in loose.findall(page.read_text(encoding="utf-8")):
+            found += 1
+            assert charts.RESULTS_TABLE.fullmatch(f"<!-- results-table {name} -->"), page
+            assert charts.results_table(name).startswith("```text\n"), name
+    assert found >= 5
