@@ -292,6 +292,17 @@ def one_run(runtime: str, sessions: int, per_sandbox: int) -> dict[str, Any]:
     log = os.environ.get("CLEANUP_CROWD_LOG")
     if log:
         Path(f"{log}-{runtime}-{sessions}.log").write_text(done.stderr, encoding="utf-8")
+    outcome = last_json(done, runtime, sessions)
+    if "error" in outcome:
+        return outcome
+    result = outcome
+    return result
+
+
+def last_json(
+    done: subprocess.CompletedProcess[str], runtime: str, sessions: int
+) -> dict[str, Any]:
+    """A child run's last JSON line, or the error that ended it."""
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         return {
@@ -338,19 +349,15 @@ def kill_run(runtime: str, sessions: int, per_sandbox: int) -> dict[str, Any]:
             timeout=KILL_BOUND + 120,
             check=False,
         )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        return {
-            "runtime": runtime,
-            "sessions": sessions,
-            "error": (done.stderr.strip().splitlines() or ["no output"])[-1][:300],
-        }
+    outcome = last_json(done, runtime, sessions)
+    if "error" in outcome:
+        return outcome
     return {
         "runtime": runtime,
         "sessions": sessions,
         "sandboxes": count,
         "running_at_kill": held["running"],
-        **json.loads(lines[-1]),
+        **outcome,
     }
 
 

@@ -108,6 +108,32 @@ def session_processes(supervision: str) -> list[int]:
     return found
 
 
+async def kill_a_replica(adapter: Any, sandbox: Sandbox, duration: int) -> tuple[str, str]:
+    """Start ``lease_replica.py`` (one `cat` session, recorded), ``kill -9`` it once its pod is
+    recorded; its session's key and supervision id."""
+    replica = subprocess.Popen(  # noqa: ASYNC220 - started, then only read and killed
+        [sys.executable, str(REPLICA), adapter.__name__, sandbox.url, NAMESPACE, str(duration)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        cwd=str(Path(__file__).parents[2]),
+    )
+    try:
+        assert replica.stdout is not None
+        assert await anyio.to_thread.run_sync(replica.stdout.readline) == b"held\n"
+        await eventually(lambda: all(recorded(sandbox.leases)) and entries(sandbox.leases) > 0)
+    finally:
+        replica.send_signal(signal.SIGKILL)
+        await anyio.to_thread.run_sync(replica.wait)
+        if replica.stdout is not None:
+            replica.stdout.close()
+    found = record(sandbox.leases)
+    assert found is not None
+    ((key, entry),) = found.entries.items()
+    assert entry.replica == "doomed"
+    assert entry.supervision is not None
+    return key, entry.supervision
+
+
 async def wait_for(store: LeaseStore, predicate: Any) -> None:
     """Until ``predicate(store)`` holds after some write (the store's own condition)."""
     assert await anyio.to_thread.run_sync(store.wait_until, predicate, 10.0)
@@ -275,29 +301,9 @@ async def test_a_killed_replicas_sessions_are_cleaned_up_before_they_stop_counti
     adapter: Any, sandbox: Sandbox
 ) -> None:
     duration = 30
-    replica = subprocess.Popen(  # noqa: ASYNC220 - started, then only read and killed
-        [sys.executable, str(REPLICA), adapter.__name__, sandbox.url, NAMESPACE, str(duration)],
-        stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        cwd=str(Path(__file__).parents[2]),
-    )
-    try:
-        assert replica.stdout is not None
-        line = await anyio.to_thread.run_sync(replica.stdout.readline)
-        assert line == b"held\n"
-        await eventually(lambda: all(e.target for e in record(sandbox.leases).entries.values()))  # type: ignore[union-attr]
-    finally:
-        replica.send_signal(signal.SIGKILL)
-        await anyio.to_thread.run_sync(replica.wait)
-        if replica.stdout is not None:
-            replica.stdout.close()
-    found = record(sandbox.leases)
-    assert found is not None
-    ((doomed, entry),) = found.entries.items()
-    assert entry.replica == "doomed"
-    assert entry.supervision is not None
+    doomed, supervision = await kill_a_replica(adapter, sandbox, duration)
     # Dead, not cleaned up: its `cat` runs on and its session counts.
-    assert session_processes(entry.supervision)
+    assert session_processes(supervision)
 
     offset = 0.0
     async with replicas(
@@ -306,11 +312,11 @@ async def test_a_killed_replicas_sessions_are_cleaned_up_before_they_stop_counti
         with pytest.raises(ExecError) as raised:
             await survivor.execute(REQUEST)
         assert raised.value.code is ExecErrorCode.ABORTED
-        assert session_processes(entry.supervision)
+        assert session_processes(supervision)
         # Past the dead replica's last heartbeat + the duration, by the survivor's clock.
         offset = duration + 1.0
         async with survivor.open_interactive(REQUEST, tty=False):
-            assert session_processes(entry.supervision) == []
+            assert session_processes(supervision) == []
             now = record(sandbox.leases)
             assert now is not None
             assert doomed not in now.entries
@@ -322,25 +328,7 @@ async def test_the_sweep_cleans_up_after_a_dead_replica_with_no_session_waiting(
     adapter: Any, sandbox: Sandbox
 ) -> None:
     duration = 2
-    replica = subprocess.Popen(  # noqa: ASYNC220 - started, then only read and killed
-        [sys.executable, str(REPLICA), adapter.__name__, sandbox.url, NAMESPACE, str(duration)],
-        stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        cwd=str(Path(__file__).parents[2]),
-    )
-    try:
-        assert replica.stdout is not None
-        assert await anyio.to_thread.run_sync(replica.stdout.readline) == b"held\n"
-        await eventually(lambda: all(e.target for e in record(sandbox.leases).entries.values()))  # type: ignore[union-attr]
-    finally:
-        replica.send_signal(signal.SIGKILL)
-        await anyio.to_thread.run_sync(replica.wait)
-        if replica.stdout is not None:
-            replica.stdout.close()
-    found = record(sandbox.leases)
-    assert found is not None
-    ((entry),) = found.entries.values()
-    assert entry.supervision is not None
+    _, supervision = await kill_a_replica(adapter, sandbox, duration)
     killed_at = time.monotonic()
     async with replicas(adapter, sandbox.url, 1, 1, duration=duration):
         # The survivor sweeps every `duration`: within two of them the dead one is found
@@ -350,7 +338,7 @@ async def test_the_sweep_cleans_up_after_a_dead_replica_with_no_session_waiting(
             "the sweep",
             timeout=4 * duration + 5,
         )
-        assert session_processes(entry.supervision) == []
+        assert session_processes(supervision) == []
         assert time.monotonic() - killed_at < 3 * duration + 5
         # And the dead replica's heartbeat, expired twice over and owning nothing, is deleted.
         await eventually(

@@ -24,7 +24,6 @@ REST client, its credentials and its 401 refresh.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -33,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from kuber_exec_core import ExecError, ExecErrorCode, Workspace
-from kuber_exec_core.kube import ApiResponse
 from kuber_exec_core.limits import is_expired, lease_body, slot_names, transitions_of
 
 from .._groups import single_exception
+from ._replica import expect, read_json, version_of
 from ._rest import RestClient
 
 if TYPE_CHECKING:
@@ -109,13 +108,13 @@ class LegacySlotLeases:
             now = self.slots.clock()
             created = await self._call(rest, "POST", None, lease_body(name, holder, duration, now))
             if created.status == 201:
-                return name, _version(created), now
-            _expect(created, 409, self.slots, "create")
+                return name, version_of(created), now
+            expect(created, 409, self.slots, "create")
             current = await self._call(rest, "GET", name, None)
             if current.status == 404:
                 continue  # Released meanwhile: another caller will get it; try the next one.
-            _expect(current, 200, self.slots, "get")
-            lease = _json(current)
+            expect(current, 200, self.slots, "get")
+            lease = read_json(current)
             now = self.slots.clock()
             if not is_expired(lease, now):
                 continue
@@ -131,9 +130,9 @@ class LegacySlotLeases:
             taken = await self._call(rest, "PUT", name, body)
             if taken.status == 200:
                 logger.info("took over the expired session slot %s", name)
-                return name, _version(taken), now
+                return name, version_of(taken), now
             if taken.status not in (404, 409):
-                _expect(taken, 200, self.slots, "update")
+                expect(taken, 200, self.slots, "update")
         return None
 
     async def _renew(self, rest: RestClient, lease: _Held, holder: str) -> None:
@@ -156,7 +155,7 @@ class LegacySlotLeases:
                 logger.warning("renewing session slot %s failed: %s", lease.name, error.message)
                 continue
             if answer.status == 200:
-                lease.version = _version(answer)
+                lease.version = version_of(answer)
             elif answer.status in (404, 409):
                 logger.warning(
                     "session slot %s was taken over (a renewal came too late): the "
@@ -194,35 +193,3 @@ class _Held:
         self.name = name
         self.version: str | None = version
         self.acquired_at = acquired_at
-
-
-def _json(answer: ApiResponse) -> Any:
-    try:
-        return json.loads(answer.body)
-    except (ValueError, UnicodeError):
-        raise ExecError(ExecErrorCode.FAILED, "the Lease API answered something not JSON") from None
-
-
-def _version(answer: ApiResponse) -> str:
-    version = _json(answer).get("metadata", {}).get("resourceVersion")
-    if not isinstance(version, str) or not version:
-        raise ExecError(
-            ExecErrorCode.FAILED, "the Lease API answered a Lease without resourceVersion"
-        )
-    return version
-
-
-def _expect(answer: ApiResponse, status: int, slots: ClusterSlots, verb: str) -> None:
-    if answer.status == status:
-        return
-    hint = (
-        f" (the service needs {verb} on leases.coordination.k8s.io in namespace "
-        f"{slots.namespace!r})"
-        if answer.status in (401, 403)
-        else ""
-    )
-    raise ExecError(
-        ExecErrorCode.FAILED,
-        f"the session slot Lease {verb} failed with HTTP {answer.status}{hint}",
-        http_status=answer.status,
-    )

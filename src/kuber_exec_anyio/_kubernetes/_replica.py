@@ -43,7 +43,6 @@ from kuber_exec_core.limits import (
     heartbeat_body,
     heartbeat_expiries,
     heartbeat_name,
-    parse_micro_time,
     record_name,
 )
 
@@ -295,19 +294,13 @@ class Replica:
             await self._adopt(adopted)
         now = self.slots.clock()
         for lease in heartbeats:
-            spec = lease.get("spec") if isinstance(lease, dict) else None
-            if not isinstance(spec, dict):
+            # Expired twice over and owning no entry: a replica long gone.
+            expiry = heartbeat_expiries([lease])
+            if len(expiry) != 1:
                 continue
-            holder = spec.get("holderIdentity")
-            renewed = parse_micro_time(spec.get("renewTime"))
-            duration = spec.get("leaseDurationSeconds")
-            if (
-                holder in owners
-                or holder == self.name
-                or renewed is None
-                or not isinstance(duration, int)
-                or now < renewed + 2 * duration
-            ):
+            ((holder, ends),) = expiry.items()
+            duration = lease["spec"]["leaseDurationSeconds"]
+            if holder in owners or holder == self.name or now < ends + duration:
                 continue
             metadata = lease.get("metadata", {})
             await self._delete(str(metadata.get("name")), metadata.get("resourceVersion"))
