@@ -292,11 +292,7 @@ def one_run(runtime: str, sessions: int, per_sandbox: int) -> dict[str, Any]:
     log = os.environ.get("CLEANUP_CROWD_LOG")
     if log:
         Path(f"{log}-{runtime}-{sessions}.log").write_text(done.stderr, encoding="utf-8")
-    outcome = last_json(done, runtime, sessions)
-    if "error" in outcome:
-        return outcome
-    result = outcome
-    return result
+    return last_json(done, runtime, sessions)
 
 
 def last_json(
