@@ -320,11 +320,13 @@ def kill_run(runtime: str, sessions: int, per_sandbox: int) -> dict[str, Any]:
             stack.enter_context(server_process("sandbox")) for _ in range(count)
         ]
         urls = [endpoint.url for endpoint in endpoints]
-        ids_file = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "ids"
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        ids_file = scratch / "ids"
+        errors = stack.enter_context((scratch / "stderr").open("w"))
         doomed = subprocess.Popen(
             [sys.executable, script, "hold", runtime, str(sessions), str(ids_file), *urls],
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=errors,
             text=True,
         )
         assert doomed.stdout is not None
@@ -337,7 +339,12 @@ def kill_run(runtime: str, sessions: int, per_sandbox: int) -> dict[str, Any]:
         doomed.wait()
         doomed.stdout.close()
         if "held" not in held:
-            return {"runtime": runtime, "sessions": sessions, "error": "the replica never held"}
+            said = (scratch / "stderr").read_text().strip().splitlines() or ["no output"]
+            return {
+                "runtime": runtime,
+                "sessions": sessions,
+                "error": f"the replica never held: {said[-1][:300]}",
+            }
         done = subprocess.run(
             [sys.executable, script, "survive", runtime, str(ids_file), *urls],
             capture_output=True,

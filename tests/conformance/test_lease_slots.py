@@ -375,6 +375,24 @@ async def test_a_replica_started_after_the_last_look_is_not_taken_for_dead(
             assert session_processes(entry.supervision)
 
 
+async def test_the_heartbeat_does_not_wait_behind_a_crowds_requests(
+    adapter: Any, sandbox: Sandbox
+) -> None:
+    slots = adapter.ClusterSlots(NAMESPACE, replica="busy", duration=3, renew_interval=0.2)
+    backend = adapter.KubernetesBackend(
+        adapter.ClusterConfig(sandbox.url), cluster_slots=slots, max_concurrent_requests=1
+    )
+    async with backend:
+        heartbeat = heartbeat_name("busy")
+        await wait_for(sandbox.leases, lambda store: store.writes[heartbeat] >= 1)
+        # Every place in the REST client's queue taken (as by a crowd of record writes and
+        # reads): the heartbeat goes on, and the replica does not fence.
+        async with backend.rest_client()._slots:
+            before = sandbox.leases.writes[heartbeat]
+            await wait_for(sandbox.leases, lambda store: store.writes[heartbeat] >= before + 3)
+        assert not slots.present.fenced()
+
+
 async def test_a_partitioned_replica_ends_its_sessions_before_the_others_count_them_out(
     adapter: Any, sandbox: Sandbox
 ) -> None:

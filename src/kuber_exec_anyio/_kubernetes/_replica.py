@@ -97,13 +97,20 @@ class Replica:
     # -- the API ---------------------------------------------------------------------------
 
     async def call(
-        self, method: str, name: str | None, body: object = None, *, query: str = ""
+        self,
+        method: str,
+        name: str | None,
+        body: object = None,
+        *,
+        query: str = "",
+        urgent: bool = False,
     ) -> ApiResponse:
         """One Lease API call as the service (never impersonated), counted in
-        ``ClusterSlots.api_calls``."""
+        ``ClusterSlots.api_calls``; ``urgent`` (the heartbeat) skips the REST client's queue: a
+        crowd of requests must not delay it into the fence."""
         self.slots.api_calls += 1
         path = self.slots.path(name) + (f"?{query}" if query else "")
-        return await self._rest().send(method, path, body, impersonate=False)
+        return await self._rest().send(method, path, body, impersonate=False, queued=not urgent)
 
     async def list_role(self, role: str) -> list[Any]:
         """The Leases of one role (``replica`` or ``sessions``) in the namespace."""
@@ -137,15 +144,15 @@ class Replica:
                 version = self._heartbeat_version
                 body = heartbeat_body(self.name, self.slots.duration, now, resource_version=version)
                 if version is None:
-                    answer = await self.call("POST", None, body)
+                    answer = await self.call("POST", None, body, urgent=True)
                     if answer.status == 409:  # ours from before (a restart with the same name)
-                        current = await self.call("GET", heartbeat_name(self.name))
+                        current = await self.call("GET", heartbeat_name(self.name), urgent=True)
                         if current.status == 200:
                             self._heartbeat_version = version_of(current)
                         continue
                     expect(answer, 201, self.slots, "create")
                 else:
-                    answer = await self.call("PUT", heartbeat_name(self.name), body)
+                    answer = await self.call("PUT", heartbeat_name(self.name), body, urgent=True)
                     if answer.status in (404, 409):  # deleted or changed by a sweeper: again
                         self._heartbeat_version = None
                         continue

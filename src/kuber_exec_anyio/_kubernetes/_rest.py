@@ -11,6 +11,7 @@ concurrent requests) and the request is sent once more; a second ``401`` is the 
 
 from __future__ import annotations
 
+import contextlib
 import json as json_module
 from collections.abc import AsyncIterator, Sequence
 from typing import TypeVar
@@ -125,17 +126,20 @@ class RestClient:
         *,
         impersonate: bool = True,
         shown: str | None = None,
+        queued: bool = True,
     ) -> ApiResponse:
         """One request (``json``: its body, if any), retried once after a ``401`` that fresh
         credentials may cure. ``impersonate=False`` sends it as the service even inside an exec
-        acting for a user. Transport failures become ``EXEC_FAILED`` naming ``shown`` (default:
-        ``target``), never the query nor a header.
+        acting for a user. ``queued=False`` skips the queue of ``max_concurrent_requests``
+        (for a replica's heartbeat, which must not wait behind a crowd's requests). Transport
+        failures become ``EXEC_FAILED`` naming ``shown`` (default: ``target``), never the query
+        nor a header.
         """
         identity = impersonation_headers() if impersonate else []
         for attempt in (1, 2):
             generation = self._config.credentials_generation
             try:
-                async with self._slots:
+                async with self._slots if queued else contextlib.nullcontext():
                     headers = await self.auth_headers() + identity
                     request = self._http.build_request(method, target, headers=headers)
                     if json is not None:
