@@ -167,10 +167,13 @@ class Attempts:
     - any other exception: clean up (the admission block reports it);
     - left normally otherwise (a result, or a retry planned with :meth:`retry`): nothing.
 
+    An attempt left before :meth:`runs` (its session could not be built) ends the attempts with
+    no cleanup: nothing was started.
+
     Args:
         service: the service whose backend, limits and cleanup settings are used.
         shells: the service's registry of containers without a shell.
-        crew: the service's cleanup crew (called when a cleanup is needed).
+        crew: gives the service's cleanup crew (called only when a cleanup is needed).
         request: the call's request.
         record: the call's audit record (told of retargets, the cleanup and, as above, the end).
         slot: the call's workspace slot.
@@ -178,7 +181,8 @@ class Attempts:
         streams: the streams each attempt opens.
         subprotocols: the subprotocols each attempt offers.
         supervise: whether to run under the supervising prologue (while the image allows).
-        hangup: whether a cleanup sends the terminal's hangup (a TTY session).
+        hangup: noted in ``slot`` with each attempt: whether another replica cleaning up after
+            it sends the terminal's hangup (a TTY session).
         reports_errors: see above.
     """
 
