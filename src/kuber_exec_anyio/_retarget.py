@@ -30,7 +30,7 @@ from kuber_exec_core import (
 from ._backend import Backend, ExecConnection, backend_hooks
 from ._connection._delegating import DelegatingBlock
 
-__all__ = ["open_exec"]
+__all__ = ["open_exec", "open_retargeted"]
 
 logger = logging.getLogger("kuber_exec")
 
@@ -58,7 +58,7 @@ def open_exec(
     argv = request.command if command is None else command
     return DelegatingBlock(
         functools.partial(
-            _open_retargeted,
+            open_retargeted,
             backend,
             request,
             limits,
@@ -71,7 +71,7 @@ def open_exec(
     )
 
 
-async def _open_retargeted(
+async def open_retargeted(
     backend: Backend,
     request: ExecRequest,
     limits: ExecLimits,
@@ -81,8 +81,11 @@ async def _open_retargeted(
     subprotocols: Sequence[Subprotocol],
     retargeted: Callable[[ResolvedTarget], None],
 ) -> tuple[AbstractAsyncContextManager[Any], tuple[ResolvedTarget, ExecConnection]]:
-    # open_exec's entry. Only a refusal on entry is retried: once the connection has opened,
-    # the command may have started.
+    """:func:`open_exec`'s entry, for a block that holds the connection itself: the entered
+    exec block (its ``__aexit__`` closes the connection), the target and the connection.
+    Raises as :func:`open_exec` on entry."""
+    # Only a refusal on entry is retried: once the connection has opened, the command may have
+    # started.
     block = backend.exec(target, argv, streams, subprotocols)
     try:
         return block, (target, await block.__aenter__())

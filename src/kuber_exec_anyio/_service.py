@@ -9,29 +9,24 @@ closes its socket and the runtime's own cancellation exception propagates. Every
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 
 import anyio
 
 from kuber_exec_core import (
     DEFAULT_SUBPROTOCOLS,
-    Error,
-    ExecError,
     ExecLimits,
     ExecRequest,
     ExecResult,
     ExecSession,
     ExecStreams,
     ExecuteRun,
-    Exit,
     ResolvedTarget,
     Subprotocol,
     stdin_bytes,
 )
 from kuber_exec_core.limits import SessionDeadlines, SessionLimits
-from kuber_exec_core.supervision import CleanupOutcome, StartMark, Supervision
 from kuber_exec_core.validation import (
     validate_cleanup_grace,
     validate_flag,
@@ -42,24 +37,15 @@ from kuber_exec_core.validation import (
 )
 
 from ._admission import admitted, workspace_slots
+from ._attempts import Attempts, ShellRegistry
 from ._audit._record import AuditHook, AuditRecord
 from ._audit._recording import Recording, prepare_recorder, recorded
 from ._backend import Backend, ExecConnection, backend_hooks
 from ._cleanup import CleanupCrew, CleanupStatus
 from ._drivers import await_start, collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
-from ._kubernetes._lease_slots import NO_SLOT, SessionSlot
-from ._retarget import open_exec
 from ._session import InteractiveSession, run_session
-from ._supervise import (
-    DEFAULT_CLEANUP_GRACE,
-    CleanupSettings,
-    CleanupSlots,
-    NextAttempt,
-    ShellRegistry,
-    needs_cleanup,
-    next_attempt,
-)
+from ._supervise import DEFAULT_CLEANUP_GRACE, CleanupSettings, CleanupSlots
 
 __all__ = ["ExecService"]
 
@@ -210,51 +196,32 @@ class ExecService:
             target = await self.resolve_target(request)
             record.started(target)
             streams = ExecStreams(stdin=stdin_data is not None, stdout=True, stderr=True, tty=False)
-            attempts = _Attempts(self, request, supervise)
-            while True:
-                run: ExecuteRun | None = None
-                try:
-                    async with open_exec(
-                        self.backend,
-                        request,
-                        self.limits,
+            attempts = Attempts(
+                self,
+                self._shells,
+                self._crew,
+                request,
+                record,
+                slot,
+                target,
+                streams,
+                offer,
+                supervise=supervise,
+                hangup=False,
+                reports_errors=True,
+            )
+            for attempt in attempts:
+                async with attempt as (target, connection):
+                    run = ExecuteRun(
                         target,
-                        streams,
-                        offer,
-                        record.retargeted,
-                        command=attempts.command(target),
-                    ) as (target, connection):
-                        attempts.note(slot, target, hangup=False)
-                        run = ExecuteRun(
-                            target,
-                            connection.subprotocol,
-                            stdout_cap=stdout_limit,
-                            stderr_cap=stderr_limit,
-                            stdin=stdin_data,
-                            supervision=attempts.supervision,
-                        )
-                        result = await _run_execute(run, connection)
-                except ExecError as error:
-                    if run is None:
-                        raise
-                    retry = await attempts.plan_retry(run.session, target, record)
-                    if retry is not None:
-                        target = retry
-                        continue
-                    await attempts.clean_up(run.session, target, record, slot)
-                    # An output cap or a failed status: the audit event counts what did move.
-                    record.failed(
-                        error.code,
-                        error.message,
-                        bytes_in=run.session.bytes_in,
-                        bytes_out=run.session.bytes_out,
+                        connection.subprotocol,
+                        stdout_cap=stdout_limit,
+                        stderr_cap=stderr_limit,
+                        stdin=stdin_data,
+                        supervision=attempt.supervision,
                     )
-                    raise
-                except BaseException:
-                    if run is not None:
-                        await attempts.clean_up(run.session, target, record, slot)
-                    raise
-                break
+                    attempt.runs(run.session)
+                    result = await _run_execute(run, connection)
             logger.info("exec in %s/%s exited %d", target.namespace, target.pod, result.exit_code)
             record.exited(
                 result.exit_code, bytes_in=run.session.bytes_in, bytes_out=run.session.bytes_out
@@ -304,75 +271,57 @@ class ExecService:
             target = await self.resolve_target(request)
             record.started(target)
             streams = ExecStreams(stdin=stdin, stdout=True, stderr=not tty, tty=tty)
-            attempts = _Attempts(self, request, supervise)
-            handed_over = False
-            while True:
-                core: ExecSession | None = None
-                try:
-                    async with AsyncExitStack() as stack:
-                        target, connection = await stack.enter_async_context(
-                            open_exec(
-                                self.backend,
-                                request,
-                                self.limits,
-                                target,
-                                streams,
-                                self.subprotocols,
-                                record.retargeted,
-                                command=attempts.command(target),
-                            )
-                        )
-                        attempts.note(slot, target, hangup=tty)
-                        core = ExecSession(
-                            connection.subprotocol,
-                            tty=tty,
-                            stdin=stdin,
-                            max_stdin_frame_bytes=self.limits.max_stdin_frame_bytes,
-                            supervision=attempts.supervision,
-                        )
-                        # A terminal is handed over once the mark is read: it would echo input
-                        # typed earlier ahead of the mark (and a ^C would reach the prologue),
-                        # and a session that could not start is retried unseen. Without a
-                        # terminal, early stdin waits in the pipe: nothing to wait for.
-                        initial = await await_start(core, connection) if tty else []
-                        retry = (
-                            await attempts.plan_retry(core, target, record)
-                            if core.is_finished
-                            else None
-                        )
-                        if retry is None:
-                            deadlines = (
-                                SessionDeadlines(limits, opened_at=anyio.current_time())
-                                if limits.limits_time
-                                else None
-                            )
-                            session = InteractiveSession(
-                                target,
-                                connection,
-                                core,
-                                capacity,
-                                deadlines,
-                                recorder,
-                                initial_frames=initial,
-                            )
-                            handed_over = True
-                            async with (
-                                recorded(recorder, record.recording_failed),
-                                run_session(session, deadlines),
-                            ):
-                                yield session
-                except BaseException:
-                    if core is not None:
-                        await attempts.clean_up(core, target, record, slot)
-                        if handed_over:
-                            _record_end(record, core.final_frame, core.bytes_in, core.bytes_out)
-                    raise
-                if retry is not None:
-                    target = retry
-                    continue
-                await attempts.clean_up(core, target, record, slot)
-                _record_end(record, core.final_frame, core.bytes_in, core.bytes_out)
-                return
+            attempts = Attempts(
+                self,
+                self._shells,
+                self._crew,
+                request,
+                record,
+                slot,
+                target,
+                streams,
+                self.subprotocols,
+                supervise=supervise,
+                hangup=tty,
+                reports_errors=False,
+            )
+            for attempt in attempts:
+                async with attempt as (target, connection):
+                    core = ExecSession(
+                        connection.subprotocol,
+                        tty=tty,
+                        stdin=stdin,
+                        max_stdin_frame_bytes=self.limits.max_stdin_frame_bytes,
+                        supervision=attempt.supervision,
+                    )
+                    attempt.runs(core)
+                    # A terminal is handed over once the mark is read: it would echo input
+                    # typed earlier ahead of the mark (and a ^C would reach the prologue), and
+                    # a session that could not start is retried unseen. Without a terminal,
+                    # early stdin waits in the pipe: nothing to wait for.
+                    initial = await await_start(core, connection) if tty else []
+                    if core.is_finished and await attempt.retry():
+                        continue
+                    deadlines = (
+                        SessionDeadlines(limits, opened_at=anyio.current_time())
+                        if limits.limits_time
+                        else None
+                    )
+                    session = InteractiveSession(
+                        target,
+                        connection,
+                        core,
+                        capacity,
+                        deadlines,
+                        recorder,
+                        initial_frames=initial,
+                    )
+                    attempt.hand_over()
+                    async with (
+                        recorded(recorder, record.recording_failed),
+                        run_session(session, deadlines),
+                    ):
+                        yield session
 
     def _supervises(self, cleanup: bool | None) -> bool:
         wanted = self.cleanup if cleanup is None else validate_flag(cleanup, "cleanup")
@@ -395,126 +344,3 @@ async def _run_execute(run: ExecuteRun, connection: ExecConnection) -> ExecResul
             result = await collect_execute(run, connection)
             tasks.cancel_scope.cancel()
     return result
-
-
-class _Attempts:
-    """One call's attempts: supervised or not, the retries left, and its cleanup."""
-
-    def __init__(self, service: ExecService, request: ExecRequest, supervise: bool) -> None:
-        self._service = service
-        self._request = request
-        self._supervise = supervise
-        self._retried_elsewhere = False
-        self.supervision: Supervision | None = None
-
-    def command(self, target: ResolvedTarget) -> Sequence[str]:
-        """The next attempt's argv (a fresh supervision when it is supervised)."""
-        supervised = self._supervise and self._service._shells.has_shell(target)
-        command = self._request.command
-        self.supervision = (
-            Supervision(secrets.token_hex(8), executable=str(command[0]) if command else "")
-            if supervised
-            else None
-        )
-        if self.supervision is None:
-            return self._request.command
-        return self.supervision.supervised_command(self._request.command)
-
-    def note(self, slot: SessionSlot, target: ResolvedTarget, *, hangup: bool) -> None:
-        """Note in the session's slot where this attempt runs, and under which supervision
-        (what another replica needs to clean up after it)."""
-        supervision = self.supervision
-        slot.note_attempt(
-            target, None if supervision is None else supervision.session_id, hangup=hangup
-        )
-
-    def next_attempt(self, session: ExecSession, target: ResolvedTarget) -> NextAttempt | None:
-        """The retry ``session``'s end allows (see :func:`next_attempt`)."""
-        retry = next_attempt(
-            session,
-            retried_elsewhere=self._retried_elsewhere,
-            shells=self._service._shells,
-            target=target,
-        )
-        if retry is NextAttempt.UNSUPERVISED and session.start_mark is StartMark.MISSING:
-            # The runtime's refusal that follows is the expected "not found": no reason to move.
-            self._retried_elsewhere = True
-        return retry
-
-    async def plan_retry(
-        self, session: ExecSession, target: ResolvedTarget, record: AuditRecord
-    ) -> ResolvedTarget | None:
-        """The target of the attempt ``session``'s end allows (the same pod, or another one
-        resolved again ranking this one last), or ``None``: report the end. A start failure is
-        retried only on another pod (the same stopped container would refuse again), and not
-        when resolving again fails."""
-        retry = self.next_attempt(session, target)
-        if retry is None:
-            return None
-        if retry is NextAttempt.UNSUPERVISED:
-            self._supervise = False
-            return target
-        self._retried_elsewhere = True
-        service = self._service
-        try:
-            fresh = await resolve_target(
-                service.backend, self._request, service.limits, avoid=target.pod
-            )
-        except ExecError:
-            return None
-        if fresh.pod == target.pod:
-            return None
-        logger.info(
-            "the command could not start in %s/%s; retrying once on pod %s",
-            target.namespace,
-            target.pod,
-            fresh.pod,
-        )
-        record.retargeted(fresh)
-        return fresh
-
-    async def clean_up(
-        self,
-        session: ExecSession,
-        target: ResolvedTarget,
-        record: AuditRecord,
-        slot: SessionSlot = NO_SLOT,
-    ) -> None:
-        """End what ``session`` may have left running (when it needs it), and note the outcome
-        for the audit event; a cleanup going on in the background keeps the session in its
-        ``slot``'s record until it settles. Never raises; holds the caller at most the
-        cleanup's timeout."""
-        if session.supervision is None:
-            if self._supervise and not session.server_reported_end:
-                record.cleaned_up(CleanupOutcome.UNSUPERVISED)  # wanted; the image has no shell
-            return
-        if not needs_cleanup(session):  # the server reported the process's end
-            return
-        service = self._service
-        settings = service.cleanup_settings
-        outcome = await service._crew().clean(
-            target,
-            session.supervision,
-            # The start mark had not arrived: the command may still have been starting.
-            wait_for_start=settings.grace if session.start_mark is None else 0.0,
-            hangup=session.tty,
-            bound=settings.timeout,
-        )
-        if outcome is CleanupOutcome.PENDING:
-            settled = service._crew().settlement(session.supervision.session_id)
-            if settled is not None:
-                slot.release_after(settled)
-        record.cleaned_up(outcome)
-
-
-def _record_end(
-    record: AuditRecord, final: Exit | Error | None, bytes_in: int, bytes_out: int
-) -> None:
-    """The ``ended`` event: how the session ended (``None``: the client left first), and the
-    bytes it moved."""
-    if isinstance(final, Exit):
-        record.exited(final.exit_code, bytes_in=bytes_in, bytes_out=bytes_out)
-    elif isinstance(final, Error):
-        record.failed(final.code, final.message, bytes_in=bytes_in, bytes_out=bytes_out)
-    else:
-        record.closed(bytes_in=bytes_in, bytes_out=bytes_out)
