@@ -100,6 +100,12 @@ def running(session_ids: set[str]) -> int:
     return count
 
 
+async def scan(session_ids: set[str]) -> int:
+    """:func:`running` in a worker thread: a scan of /proc at 10,000 processes takes seconds,
+    which would block the event loop (and a replica's heartbeat: it would fence)."""
+    return await anyio.to_thread.run_sync(running, set(session_ids))
+
+
 # The client: one run, in its own process.
 
 
@@ -175,9 +181,9 @@ async def crowd(
                 await anyio.sleep(0.2)
             opened = time.monotonic() - started
             # Every cat running before the leave (a scan of /proc takes a while at 10,000).
-            while running(ids) < len(ids) and time.monotonic() - started < 300:  # noqa: ASYNC110
+            while await scan(ids) < len(ids) and time.monotonic() - started < 300:  # noqa: ASYNC110
                 await anyio.sleep(0.5)  # /proc changes with no event to wait on
-            before = running(ids)
+            before = await scan(ids)
             if hold is not None:
                 with anyio.fail_after(300):
                     while await recorded(urls) < len(ids):  # noqa: ASYNC110
@@ -189,7 +195,7 @@ async def crowd(
             leave.set()
         returned_at = time.monotonic()
         returned = returned_at - left_at
-        left_at_return = running(ids)
+        left_at_return = await scan(ids)
         settled: float | None = None
         # Each cleanup may go on for 60 s from its queueing, before its caller returned.
         while time.monotonic() - returned_at < SETTLE_SECONDS:
@@ -197,7 +203,7 @@ async def crowd(
                 settled = time.monotonic() - left_at
                 break
             await anyio.sleep(0.2)
-        left_after = running(ids)
+        left_after = await scan(ids)
         statuses = [service.cleanup_status for service in services]
     return {
         "sessions": sessions,
@@ -232,11 +238,11 @@ async def survive(adapter: Any, urls: Sequence[str], ids: set[str]) -> dict[str,
             )
         gone: float | None = None
         while time.monotonic() - started < KILL_BOUND:
-            if running(ids) == 0:
+            if await scan(ids) == 0:
                 gone = time.monotonic() - started
                 break
             await anyio.sleep(0.5)  # /proc changes with no event to wait on
-        left = running(ids)
+        left = await scan(ids)
     return {"left": left, "cleaned_seconds": None if gone is None else round(gone, 1)}
 
 
