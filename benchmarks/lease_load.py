@@ -177,8 +177,7 @@ def table(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-async def measure(sandbox: Any, quick: bool) -> dict[str, Any]:
-    sizes = (1_000,) if quick else (1_000, 10_000)
+async def measure(sandbox: Any, quick: bool, sizes: tuple[int, ...]) -> dict[str, Any]:
     window = 10.0 if quick else 20.0
     steady = []
     taken = []
@@ -196,12 +195,14 @@ async def measure(sandbox: Any, quick: bool) -> dict[str, Any]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="10 s windows, S = 1,000 only")
+    parser.add_argument("--sessions", default="1000,10000", help="the values of S")
     arguments = parser.parse_args()
     began = time.time()
     # The sandbox runs in a thread of its own, started from outside the measuring event loop.
     with run_sandbox_in_thread(demo_cluster()) as sandbox:
-        figures = anyio.run(measure, sandbox, arguments.quick, backend="trio")
+        sizes = (1_000,) if arguments.quick else tuple(map(int, arguments.sessions.split(",")))
+        figures = anyio.run(measure, sandbox, arguments.quick, sizes, backend="trio")
     result = {
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(began)),
         "elapsed_seconds": round(time.time() - began),
