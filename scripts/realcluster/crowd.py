@@ -125,8 +125,8 @@ async def leave_run(runtime: str, cluster: kube.Cluster, count: int) -> dict[str
     adapter = adapter_of(runtime)
     marker = f"100000.{uuid.uuid4().int % 10**9:09d}"
     backend = adapter.KubernetesBackend.from_kubeconfig(cluster.kubeconfig("executor"))
-    async with backend, backend.watch(["kx-target"]) as cache:
-        await cache.wait_synced()
+    # REST reads (the executor may not watch): one resolution per session opened.
+    async with backend:
         service = adapter.ExecService(backend)
         leave = anyio.Event()
         async with anyio.create_task_group() as tasks:
@@ -171,8 +171,7 @@ async def hold(runtime: str, cluster: kube.Cluster, count: int, marker: str) -> 
     backend = adapter.KubernetesBackend.from_kubeconfig(
         cluster.kubeconfig("executor"), cluster_slots=slots
     )
-    async with backend, backend.watch(["kx-target"]) as cache:
-        await cache.wait_synced()
+    async with backend:
         service = adapter.ExecService(backend)
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(open_crowd, adapter, service, count, marker, anyio.Event())
@@ -241,6 +240,7 @@ def main() -> None:
     parser.add_argument("--runtime", default="trio,asyncio")
     arguments = parser.parse_args()
     cluster = kube.load_cluster()
+    kube.make_workloads(cluster)
     rbac(cluster)
     major, minor, version = kube.server_version(cluster)
     rows = []
