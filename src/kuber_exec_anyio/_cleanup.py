@@ -380,6 +380,10 @@ class CleanupCrew:
 
     def _take(self, container: _Container) -> list[_Job]:
         batch: list[_Job] = []
+        # A session asked for twice (two callers cleaning up after one dead replica) waits for
+        # the next batch: a batch names each session once.
+        taken: set[str] = set()
+        later: list[_Job] = []
         now = anyio.current_time()
         queue = container.queue
         while queue and len(batch) < MAX_SESSIONS_PER_CLEANUP:
@@ -389,10 +393,15 @@ class CleanupCrew:
             if job.deadline <= now:
                 self._settle(job, None, "abandoned")
                 continue
+            if job.request.session_id in taken:
+                later.append(job)
+                continue
+            taken.add(job.request.session_id)
             self._queued -= 1
             self._running += 1
             job.state = "running"
             batch.append(job)
+        queue.extendleft(reversed(later))
         return batch
 
     async def _lead(self, container: _Container) -> None:

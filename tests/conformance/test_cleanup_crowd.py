@@ -164,6 +164,44 @@ async def test_sessions_named_by_id_are_cleaned_without_their_session(
         assert service.cleanup_status.execs == 1
 
 
+async def test_one_session_asked_for_twice_at_once_is_cleaned_once_per_batch(
+    adapter: Any, sandbox: Any
+) -> None:
+    # Two callers cleaning up after one dead replica name the same session at once: a batch
+    # names each session once, and both callers get a verdict.
+    async with backend_for(adapter, sandbox) as backend:
+        service = adapter.ExecService(backend, cleanup_grace=GRACE)
+        ids: list[str] = []
+        targets: list[ResolvedTarget] = []
+
+        async def hold() -> None:
+            async with service.open_interactive(request("cat"), tty=False) as session:
+                ids.append(session_id(session))
+                targets.append(session.target)
+                async for _ in session:
+                    pass
+
+        outcomes: list[Any] = []
+
+        async def clean() -> None:
+            crew = service._crew()
+            outcomes.append(await crew.clean_sessions(targets[0], [CleanupRequest(ids[0])]))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(hold)
+            await eventually(lambda: len(running_sessions(ids)) == 1, "the cat to start")
+            async with anyio.create_task_group() as cleaners:
+                cleaners.start_soon(clean)
+                cleaners.start_soon(clean)
+        assert len(outcomes) == 2
+        assert {outcome[ids[0]] for outcome in outcomes} <= {
+            CleanupOutcome.TERMINATED,
+            CleanupOutcome.NONE,
+        }
+        assert CleanupOutcome.TERMINATED in {outcome[ids[0]] for outcome in outcomes}
+        assert running_sessions(ids) == set()
+
+
 class _NoHooks:
     """A backend with only the three methods: no background task group to host cleanups."""
 

@@ -54,7 +54,7 @@ from ._cache import (
 )
 from ._config import ClusterConfig
 from ._lease_slots import ClusterSlots
-from ._orphans import clean_orphans
+from ._orphans import OrphanCleanup
 from ._preflight import ExecPreflight
 from ._rest import MAX_CONCURRENT_REQUESTS, RestClient, open_http_client
 
@@ -190,7 +190,7 @@ class KubernetesBackend(BackendHooks):
         await background.__aenter__()
         self._background = background
         if self.cluster_slots is not None:
-            await self.cluster_slots.open(self.rest_client, functools.partial(clean_orphans, self))
+            await self.cluster_slots.open(self.rest_client, OrphanCleanup(self))
         return self
 
     async def __aexit__(

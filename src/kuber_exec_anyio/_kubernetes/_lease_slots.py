@@ -35,7 +35,15 @@ import anyio
 import anyio.abc
 
 from kuber_exec_core import ExecError, ExecErrorCode, ResolvedTarget, Workspace
-from kuber_exec_core.limits import Add, Admission, Remove, SessionEntry, SetTarget, shard_of
+from kuber_exec_core.limits import (
+    Add,
+    Admission,
+    Remove,
+    SessionEntry,
+    SetTarget,
+    record_name,
+    shard_of,
+)
 
 from .._groups import single_exception
 from ._legacy_slots import LegacySlotLeases
@@ -275,7 +283,8 @@ class LeaseWorkspaceSlots:
                 "cannot hold a session slot; try again",
             )
         key = secrets.token_hex(8)
-        writer = present.writer(workspace, shard=shard_of(key, self.limit))
+        shard = shard_of(key, self.limit)
+        writer = present.writer(workspace, record_name(workspace.project, workspace.uid, shard))
         admission = await writer.submit(Add(key, SessionEntry(present.name), self.limit))
         if admission is Admission.REFUSED:
             raise ExecError(
@@ -321,7 +330,8 @@ class LeaseWorkspaceSlots:
 
 
 #: The longest a session stays recorded after its block for a background cleanup: the crew's
-#: own limit (``BACKGROUND_LIMIT``) and a margin.
+#: own limit (``_cleanup.BACKGROUND_LIMIT``, 60 s; not imported: ``_cleanup`` imports the
+#: backend seam, which imports this module) and a margin.
 _SETTLE_LIMIT = 65.0
 
 
@@ -344,4 +354,4 @@ async def _release(present: Replica, writer: RecordWriter, key: str) -> None:
             logger.warning("recording the end of session %s failed: %s", key, error.message)
     if deadline.cancelled_caught:
         logger.warning("recording the end of session %s took too long; retrying later", key)
-    present.debts.setdefault(f"{writer.project}\0{writer.uid}\0{writer.shard}", set()).add(key)
+    present.debts.setdefault(writer, set()).add(key)

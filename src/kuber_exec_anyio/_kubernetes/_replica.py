@@ -35,7 +35,6 @@ from kuber_exec_core.limits import (
     IDLE_RECORD_SECONDS,
     MANAGED_BY,
     PROJECT_ANNOTATION,
-    RECORD_SHARDS,
     ROLE_LABEL,
     UID_ANNOTATION,
     SessionEntry,
@@ -43,7 +42,6 @@ from kuber_exec_core.limits import (
     heartbeat_body,
     heartbeat_expiries,
     heartbeat_name,
-    record_name,
 )
 
 from ._rest import RestClient
@@ -56,10 +54,9 @@ __all__ = ["OrphanCleaner", "Replica"]
 
 logger = logging.getLogger("kuber_exec")
 
-#: Ends the processes of sessions a dead replica left: ``(target, [(supervision id, hangup)])``.
-#: Never raises; returns when done or given up (it bounds itself).
-#: ``(target, [(supervision id, hangup)], bound)``; returns the supervision ids whose cleanup is
-#: still pending (in the background) after ``bound`` seconds (``None``: the crew's limit).
+#: Ends the processes of sessions a dead replica left: ``(target, [(supervision id, hangup)],
+#: bound)``; never raises, and returns the supervision ids whose cleanup is still pending (in
+#: the background) after ``bound`` seconds (``None``: the crew's limit).
 OrphanCleaner = Callable[
     [ResolvedTarget, Sequence[tuple[str, bool]], float | None], Coroutine[Any, Any, set[str]]
 ]
@@ -87,8 +84,9 @@ class Replica:
         self._expiries: dict[str, float] = {}
         self._fences: set[anyio.CancelScope] = set()
         self._writers: dict[str, RecordWriter] = {}
-        #: Session keys whose removal failed (the API was unreachable): retried each beat.
-        self.debts: dict[str, set[str]] = {}
+        #: Session keys whose removal failed (the API was unreachable), by the writer of their
+        #: record: retried by the upkeep.
+        self.debts: dict[RecordWriter, set[str]] = {}
         self._renewing = anyio.Lock()
 
     def __repr__(self) -> str:
@@ -372,18 +370,16 @@ class Replica:
 
     # -- the records -----------------------------------------------------------------------
 
-    def writer(self, workspace: Workspace, name: str | None = None, shard: int = 0) -> RecordWriter:
-        """The one writer in this replica of ``workspace``'s record ``shard`` (or the record
-        called ``name``, as listed)."""
+    def writer(self, workspace: Workspace, name: str) -> RecordWriter:
+        """The one writer in this replica of ``workspace``'s record called ``name`` (one of its
+        ``record_name`` shards)."""
         from ._session_records import RecordWriter
 
-        if name is not None:
-            shard = _shard_of_name(workspace, name)
-        key = record_name(workspace.project, workspace.uid, shard)
-        writer = self._writers.get(key)
+        writer = self._writers.get(name)
         if writer is None:
-            writer = RecordWriter(self, workspace.project, workspace.uid, shard)
-            self._writers[key] = writer
+            writer = self._writers[name] = RecordWriter(
+                self, workspace.project, workspace.uid, name
+            )
         return writer
 
     def forget_idle_writers(self) -> None:
@@ -394,22 +390,13 @@ class Replica:
                 del self._writers[key]
 
     async def _pay_debts(self) -> None:
-        for key in list(self.debts):
-            project, uid, shard = key.split("\0", 2)
-            sessions = self.debts.pop(key)
-            writer = self.writer(Workspace(project=project, uid=uid), shard=int(shard))
+        for writer in list(self.debts):
+            sessions = self.debts.pop(writer)
             try:
                 await writer.remove(sessions)
             except ExecError:
-                self.debts.setdefault(key, set()).update(sessions)
+                self.debts.setdefault(writer, set()).update(sessions)
                 return
-
-
-def _shard_of_name(workspace: Workspace, name: str) -> int:
-    for shard in range(RECORD_SHARDS):
-        if record_name(workspace.project, workspace.uid, shard) == name:
-            return shard
-    raise ExecError(ExecErrorCode.FAILED, f"{name} is not a session record of its workspace")
 
 
 def record_from_listing(lease: object) -> SessionRecord | None:

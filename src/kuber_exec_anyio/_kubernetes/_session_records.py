@@ -38,7 +38,6 @@ from kuber_exec_core.limits import (
     SetTarget,
     plan_changes,
     record_body,
-    record_name,
 )
 
 from ._replica import Replica, expect, read_json
@@ -70,18 +69,18 @@ class _Pending:
 class RecordWriter:
     """The group-committing writer of one workspace's record (see the module docstring)."""
 
-    def __init__(self, replica: Replica, project: str, uid: str, shard: int = 0) -> None:
+    def __init__(self, replica: Replica, project: str, uid: str, name: str) -> None:
         self.replica = replica
         self.project = project
         self.uid = uid
-        self.shard = shard
-        self.name = record_name(project, uid, shard)
+        #: The record's Lease name (``record_name`` of the workspace and one of its shards).
+        self.name = name
         self._queue: list[_Pending] = []
         self._lock = anyio.Lock()
         #: The record as this replica last wrote or read it (``None``: read it first). A new
         #: writer guesses "absent": a quiet workspace's first session is one create (a ``409``
         #: says otherwise, and the record is read).
-        self._record: SessionRecord | None = SessionRecord.absent(project, uid, shard)
+        self._record: SessionRecord | None = self._absent()
         #: When this writer last changed the record (``anyio.current_time()``).
         self.changed_at = anyio.current_time()
         #: Writes made and changes they carried, for cost figures and tests.
@@ -90,6 +89,9 @@ class RecordWriter:
 
     def __repr__(self) -> str:
         return f"RecordWriter({self.name!r})"
+
+    def _absent(self) -> SessionRecord:
+        return SessionRecord(self.name, self.project, self.uid)
 
     async def submit(self, change: Change) -> Admission | None:
         """Commit ``change`` (with whatever else is queued); an :class:`Add`'s admission.
@@ -203,7 +205,7 @@ class RecordWriter:
     async def _read(self) -> SessionRecord:
         answer = await self.replica.call("GET", self.name)
         if answer.status == 404:
-            return SessionRecord.absent(self.project, self.uid, self.shard)
+            return self._absent()
         expect(answer, 200, self.replica.slots, "get")
         return self._parse(answer)
 
