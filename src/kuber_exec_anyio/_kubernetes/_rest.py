@@ -93,6 +93,8 @@ class RestClient:
         """Fresh auth headers, computed in a worker thread (a refresh may run a plugin)."""
         if not self._config.has_credentials:
             return []  # Nothing to refresh: no thread hop.
+        if not self._config.auth_headers_may_block:
+            return self._config.auth_headers()  # Read from memory: no thread hop either.
         return await anyio.to_thread.run_sync(self._config.auth_headers)
 
     async def refresh_after_unauthorized(self, seen_generation: int) -> bool:
