@@ -19,9 +19,14 @@ from typing import NoReturn
 
 import attrs
 
-from kuber_exec_core import EXEC_MANAGED_BY_LABEL, EXEC_WORKSPACE_UID_LABEL, Subprotocol
+from kuber_exec_core import (
+    EXEC_MANAGED_BY_LABEL,
+    EXEC_WORKSPACE_UID_LABEL,
+    ExecRequest,
+    Subprotocol,
+    Workspace,
+)
 from kuber_exec_core import __version__ as core_version
-from kuber_exec_trio import ExecRequest, Workspace
 
 from ._sandbox import DEMO_PROJECT, DEMO_WORKSPACE_UID
 

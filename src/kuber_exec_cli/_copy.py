@@ -25,7 +25,7 @@ from kuber_exec_trio import (
 
 from ._arguments import CopyOptions
 from ._exec import open_backend
-from ._streaming import LocalStreams
+from ._local import LocalStreams
 
 __all__ = ["EXIT_COPY_FAILED", "ProgressBar", "run_copy"]
 

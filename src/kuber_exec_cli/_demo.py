@@ -29,9 +29,9 @@ from kuber_exec_trio import (
     Workspace,
 )
 
+from ._local import EXIT_ERROR, LocalStreams
 from ._sandbox import DEMO_PROJECT, DEMO_WORKSPACE_UID, open_demo_sandbox
-from ._streaming import LocalStreams, stream_session
-from ._supervision import EXIT_ERROR
+from ._streaming import stream_session
 
 __all__ = ["run_demo"]
 

@@ -34,8 +34,9 @@ from kuber_exec_trio import (
 )
 
 from ._arguments import CopyOptions, ExecOptions
+from ._local import LocalStreams
 from ._sandbox import open_demo_sandbox
-from ._streaming import LocalStreams, stream_session
+from ._streaming import stream_session
 
 __all__ = ["open_backend", "run_exec"]
 

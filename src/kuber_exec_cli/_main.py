@@ -13,28 +13,28 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from kuber_exec_trio import ExecError, ExecErrorCode
+from kuber_exec_core import ExecError, ExecErrorCode
 
 from ._arguments import CopyOptions, DemoOptions, UsageError, parse_command_line
-from ._copy import run_copy
-from ._demo import run_demo
-from ._exec import run_exec
-from ._sandbox import run_sandbox_command
-from ._streaming import LocalStreams
-from ._supervision import EXIT_ERROR, report, run
-from ._web import run_web_command
+from ._local import EXIT_ERROR, LocalStreams, report
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    # Each command imports what it needs when it runs: ``--help`` and a usage mistake load
+    # neither trio nor the service (docs/cli.md, start-up).
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["sandbox"]:
         # The sandbox owns its options and help; everything after the word is its own.
+        from ._sandbox import run_sandbox_command
+
         return run_sandbox_command(args[1:])
     if args[:1] == ["web"]:
         # So does the browser terminal (kuber_exec_web).
+        from ._web import run_web_command
+
         return run_web_command(args[1:])
     streams = LocalStreams.of_process()
     try:
@@ -45,8 +45,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except SystemExit as done:  # --help and --version print and "exit" 0.
         return done.code if isinstance(done.code, int) else 0
+    from ._supervision import run
+
     if isinstance(options, DemoOptions):
+        from ._demo import run_demo
+
         return run(lambda: run_demo(streams), streams)
     if isinstance(options, CopyOptions):
+        from ._copy import run_copy
+
         return run(lambda: run_copy(options, streams), streams)
+    from ._exec import run_exec
+
     return run(lambda: run_exec(options, streams), streams)

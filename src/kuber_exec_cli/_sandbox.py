@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from kuber_exec_trio import ExecError, ExecErrorCode
+from kuber_exec_core import ExecError, ExecErrorCode
 
-from ._streaming import LocalStreams
-from ._supervision import EXIT_ERROR, report
+from ._local import EXIT_ERROR, LocalStreams, report
 
 __all__ = ["DEMO_PROJECT", "DEMO_WORKSPACE_UID", "open_demo_sandbox", "run_sandbox_command"]
 

@@ -17,7 +17,6 @@ no cap.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import BinaryIO
@@ -42,6 +41,7 @@ from kuber_exec_trio import (
     Stdout,
 )
 
+from ._local import LocalStreams
 from ._terminal import raw_terminal, terminal_size, watch_window_size
 
 __all__ = ["LocalStreams", "stream_session"]
@@ -49,20 +49,6 @@ __all__ = ["LocalStreams", "stream_session"]
 # Local reads of stdin: one client-go sized message each (docs/protocol.md), well under the
 # service's max_stdin_frame_bytes.
 _STDIN_CHUNK_BYTES = 32 * 1024
-
-
-@attrs.frozen(kw_only=True)
-class LocalStreams:
-    """Where a session's bytes go: file descriptors and binary streams of this process."""
-
-    stdin_fd: int
-    stdout: BinaryIO
-    stderr: BinaryIO
-
-    @classmethod
-    def of_process(cls) -> LocalStreams:
-        """This process's stdin, stdout and stderr, as bytes."""
-        return cls(stdin_fd=0, stdout=sys.stdout.buffer, stderr=sys.stderr.buffer)
 
 
 async def stream_session(

@@ -18,26 +18,12 @@ import trio
 
 from kuber_exec_trio import ExecError, ExecErrorCode
 
-from ._streaming import LocalStreams
+from ._local import EXIT_BROKEN_PIPE, EXIT_ERROR, LocalStreams, report
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_ERROR", "STOP_SIGNALS", "report", "run"]
 
-#: kuber-exec itself failed (bad arguments, refused target, cap, cluster or connection error).
-EXIT_ERROR = 125
-#: Local stdout was closed under us (``| head``): what a shell reports for a SIGPIPE death.
-EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 #: Signals that stop kuber-exec cleanly (terminal restored, socket closed): exit 128 + signal.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def report(streams: LocalStreams, error: ExecError) -> None:
-    """Write the one ``kuber-exec: EXEC_<CODE>: message`` line for ``error`` to stderr."""
-    # ExecError's str is "EXEC_<CODE>: message"; messages never hold credentials (core rule).
-    try:
-        streams.stderr.write(f"kuber-exec: {error}\n".encode("utf-8", errors="replace"))
-        streams.stderr.flush()
-    except OSError:
-        pass  # Nowhere left to report to.
 
 
 def run(body: Callable[[], Awaitable[int]], streams: LocalStreams) -> int:

@@ -6,10 +6,9 @@ used, so ``kuber-exec exec`` needs none of it.
 
 from __future__ import annotations
 
-from kuber_exec_trio import ExecError, ExecErrorCode
+from kuber_exec_core import ExecError, ExecErrorCode
 
-from ._streaming import LocalStreams
-from ._supervision import EXIT_ERROR, report
+from ._local import EXIT_ERROR, LocalStreams, report
 
 __all__ = ["run_web_command"]
 
