@@ -1,0 +1,238 @@
+"""The command line against kubectl on the real cluster: both whole processes, same pod.
+
+Run inside the cluster's network namespace with the cluster up (``make realcluster``); called by
+``bench.py`` (``make realcluster-bench``), or alone:
+
+    nsenter --net=/run/netns/kuber-rc .venv/bin/python scripts/realcluster/bench_cli.py
+
+Every row is a whole process as an operator types it, start-up included, interleaved round by
+round with its kubectl counterpart so that a noisy neighbour slows both alike:
+
+- ``start-up``: ``exec DEPLOYMENT -- true`` against ``kubectl exec deploy/NAME -- true`` (both
+  resolve the Deployment to a pod); ``--help`` as its own row;
+- ``exec stream``: ``exec -- head -c N /dev/zero > file`` (100 MB by default);
+- ``cp up`` / ``cp down``: one file of N bytes (kuber-exec verifies its checksum in the
+  container; kubectl cp does not);
+- ``cp tree up`` / ``cp tree down``: a tree of small files (10,000 of 1 KiB by default).
+
+``--cli-src DIR`` runs the command line of another checkout (``DIR/src`` first on the path,
+with this venv's packages): the before/after of a change. The medians go to ``--out`` as JSON
+(``rows``: what, ours, kubectl, ratio = kubectl time / ours, > 1: kuber-exec faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+from realcluster import kube  # noqa: E402  (the tier's helpers: cluster.json, workloads)
+
+MB = 1_000_000
+DEPLOYMENT = "shell"
+
+
+class Clients:
+    """The two command lines, as argv prefixes, against the ``shell`` Deployment."""
+
+    def __init__(self, cluster: kube.Cluster, pod: str, cli_src: Path | None) -> None:
+        self.cluster, self.pod = cluster, pod
+        self.env = dict(os.environ)
+        if cli_src is not None:
+            self.env["PYTHONPATH"] = str(cli_src / "src")
+        config = cluster.kubeconfig("admin")
+        self.workspace = ["--kubeconfig", config, "--project", "kx-target",
+                          "--workspace-uid", kube.WS_MAIN]  # fmt: skip
+        self.ours = [sys.executable, "-m", "kuber_exec_cli"]
+        self.kubectl = [kube.KUBECTL, "--kubeconfig", config, "-n", cluster.main_ns]
+
+    def exec_ours(self, command: list[str]) -> list[str]:
+        return [*self.ours, "exec", *self.workspace, DEPLOYMENT, "--", *command]
+
+    def exec_kubectl(self, command: list[str]) -> list[str]:
+        return [*self.kubectl, "exec", f"deploy/{DEPLOYMENT}", "-c", "main", "--", *command]
+
+    def cp_ours(self, source: str, destination: str) -> list[str]:
+        return [*self.ours, "cp", *self.workspace, "--no-progress", source, destination]
+
+    def cp_kubectl(self, source: str, destination: str) -> list[str]:
+        return [*self.kubectl, "cp", "-c", "main", source, destination]
+
+
+def timed(argv: list[str], env: dict[str, str], stdout: Any = subprocess.DEVNULL) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, stdout=stdout, stderr=subprocess.PIPE, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[:6]}... exited {done.returncode}: {done.stderr[-1500:]!r}")
+    return seconds
+
+
+def make_tree(root: Path, files: int, size: int) -> None:
+    payload = os.urandom(size)
+    for index in range(files):
+        directory = root / f"d{index // 100:03d}"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"f{index:05d}.bin").write_bytes(payload[index % 7 :] + payload[: index % 7])
+
+
+def plan(clients: Clients, work: Path, size: int, tree_files: int) -> dict[str, Any]:
+    """Each row: (ours, kubectl) callables returning seconds, or None for kubectl."""
+    big = work / "big.bin"
+    with big.open("wb") as handle:
+        handle.write(os.urandom(MB) * (size // MB))
+    tree = work / "tree"
+    make_tree(tree, tree_files, 1024)
+    pod = f"{clients.cluster.main_ns}/{clients.pod}"
+    remote = "/tmp/kx-bench"
+    env = clients.env
+    sink = work / "sink.bin"
+
+    def to_file(argv: list[str]) -> Callable[[], float]:
+        def run() -> float:
+            with sink.open("wb") as out:
+                seconds = timed(argv, env, stdout=out)
+            if sink.stat().st_size != size:
+                raise RuntimeError(f"{argv[:4]}...: {sink.stat().st_size} bytes, not {size}")
+            return seconds
+
+        return run
+
+    def down_into(argv_of: Callable[[str], list[str]], name: str) -> Callable[[], float]:
+        def run() -> float:
+            target = work / name
+            shutil.rmtree(target, ignore_errors=True)
+            target.unlink(missing_ok=True) if target.is_file() else None
+            return timed(argv_of(str(target)), env)
+
+        return run
+
+    def cleared(argv: list[str], path: str) -> Callable[[], float]:
+        def run() -> float:
+            subprocess.run(clients.exec_kubectl(["rm", "-rf", path]), check=True, env=env,
+                           capture_output=True)  # fmt: skip
+            return timed(argv, env)
+
+        return run
+
+    head = ["head", "-c", str(size), "/dev/zero"]
+    return {
+        "start-up: exec -- true": (
+            lambda: timed(clients.exec_ours(["true"]), env),
+            lambda: timed(clients.exec_kubectl(["true"]), env),
+        ),
+        "--help": (lambda: timed([*clients.ours, "--help"], env), None),
+        f"exec stream {size // MB} MB to a file": (
+            to_file(clients.exec_ours(head)),
+            to_file(clients.exec_kubectl(head)),
+        ),
+        f"cp {size // MB} MB up": (
+            cleared(clients.cp_ours(str(big), f"{DEPLOYMENT}:{remote}-ours.bin"),
+                    f"{remote}-ours.bin"),
+            cleared(clients.cp_kubectl(str(big), f"{pod}:{remote}-kubectl.bin"),
+                    f"{remote}-kubectl.bin"),
+        ),  # fmt: skip
+        f"cp {size // MB} MB down": (
+            down_into(lambda t: clients.cp_ours(f"{DEPLOYMENT}:{remote}-ours.bin", t), "o.bin"),
+            down_into(lambda t: clients.cp_kubectl(f"{pod}:{remote}-kubectl.bin", t), "k.bin"),
+        ),
+        f"cp tree of {tree_files:,} files up": (
+            cleared(clients.cp_ours(str(tree), f"{DEPLOYMENT}:{remote}-tree-ours"),
+                    f"{remote}-tree-ours"),
+            cleared(clients.cp_kubectl(str(tree), f"{pod}:{remote}-tree-kubectl"),
+                    f"{remote}-tree-kubectl"),
+        ),  # fmt: skip
+        f"cp tree of {tree_files:,} files down": (
+            down_into(lambda t: clients.cp_ours(f"{DEPLOYMENT}:{remote}-tree-ours", t), "ot"),
+            down_into(lambda t: clients.cp_kubectl(f"{pod}:{remote}-tree-kubectl", t), "kt"),
+        ),
+    }
+
+
+def measure(
+    cluster: kube.Cluster, *, rounds: int, size: int, tree_files: int, cli_src: Path | None,
+    start_up_samples: int, only: str | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Interleaved rounds of every row; the medians, with kubectl's time over ours."""
+    pods = kube.pods_of(cluster, cluster.main_ns, "app=shell,tier=exec,!role")
+    pod = next(p["metadata"]["name"] for p in pods if kube.is_ready(p))
+    clients = Clients(cluster, pod, cli_src)
+    samples: dict[str, tuple[list[float], list[float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="kx-bench-cli-") as scratch:
+        rows = plan(clients, Path(scratch), size, tree_files)
+        if only:
+            rows = {k: v for k, v in rows.items() if only in k}
+        for _ in range(rounds):
+            for what, (ours, theirs) in rows.items():
+                # The short rows take several samples a round: one process is a few 100 ms.
+                repeat = start_up_samples if what.startswith(("start-up", "--help")) else 1
+                for _ in range(repeat):
+                    mine, other = samples.setdefault(what, ([], []))
+                    mine.append(ours())
+                    if theirs is not None:
+                        other.append(theirs())
+    table = []
+    for what, (mine, other) in samples.items():
+        ours_s = statistics.median(mine)
+        kubectl_s = statistics.median(other) if other else None
+        table.append({
+            "what": what,
+            "kuber_exec_s": ours_s,
+            "kubectl_s": kubectl_s,
+            "kubectl_over_ours": kubectl_s / ours_s if kubectl_s else None,
+            "samples": len(mine),
+        })  # fmt: skip
+    return table
+
+
+def render(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [f"{'command line (whole processes)':40} {'kuber-exec':>11} {'kubectl':>9} {'ratio':>7}"]
+    for row in rows:
+        kubectl_s = row["kubectl_s"]
+        theirs = f"{kubectl_s:8.3f}s" if kubectl_s is not None else f"{'-':>9}"
+        ratio = f"{row['kubectl_over_ours']:6.2f}x" if kubectl_s is not None else f"{'-':>7}"
+        lines.append(f"{row['what']:40} {row['kuber_exec_s']:10.3f}s {theirs} {ratio}")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--bytes", type=int, default=100 * MB)
+    parser.add_argument("--tree-files", type=int, default=10_000)
+    parser.add_argument("--start-up-samples", type=int, default=5)
+    parser.add_argument("--cli-src", type=Path, help="another checkout's command line")
+    parser.add_argument("--only", help="only the rows whose name contains this")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    reason = kube.cluster_unavailable_reason()
+    if reason:
+        print(f"cluster unavailable: {reason}", file=sys.stderr)
+        return 2
+    cluster = kube.load_cluster()
+    kube.make_workloads(cluster)
+    rows = measure(
+        cluster, rounds=args.rounds, size=args.bytes, tree_files=args.tree_files,
+        cli_src=args.cli_src, start_up_samples=args.start_up_samples, only=args.only,
+    )  # fmt: skip
+    for line in render(rows):
+        print(line)
+    if args.out:
+        args.out.write_text(json.dumps({"rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
