@@ -49,15 +49,24 @@ n=-1; if [ "$k" = file ] && [ "$r" = 1 ]; then n=$(wc -c < "$p"); fi
 echo "kind=$k parent=$q tar=$t sha256sum=$s readable=$r writable=$w size=$((n))"
 """
 
-# $1 the file, $2 its size. The redirection fails before head reads anything when the file
-# cannot be created; head -c delimits the upload by size (v4 cannot close stdin).
+# $1 the file, $2 its size, $3 its mode. The redirection fails before head reads anything when
+# the file cannot be created; head -c delimits the upload by size (v4 cannot close stdin). With
+# sha256sum, the bytes go through tee to the file and to the summer in the same pass (as for a
+# tree): the file is not read again, and the summer runs beside the transfer, not after it. tee's
+# status comes back on fd 6 (a pipeline's status is its last command's).
 _UPLOAD_FILE = """export LC_ALL=C
-head -c "$2" > "$1" || exit 3
-[ -n "$3" ] && chmod "$3" "$1"
-echo "kx-size=$(($(wc -c < "$1")))" >&2
 if command -v sha256sum >/dev/null 2>&1; then
-  sha256sum < "$1" | { read h _; echo "kx-sum=$h" >&2; }
+  exec 5>"$1" || exit 3
+  st=$( { { head -c "$2" | tee /dev/fd/5; echo $? >&6; } \
+    | sha256sum | { read h _; echo "kx-sum=$h" >&2; }; } 6>&1 )
+  exec 5>&-
+  [ "$st" = 0 ] || exit 3
+else
+  head -c "$2" > "$1" || exit 3
 fi
+[ -n "$3" ] && chmod "$3" "$1"
+n=$(stat -c %s -- "$1" 2>/dev/null) || n=$(wc -c < "$1")
+echo "kx-size=$((n))" >&2
 """
 
 # $1 the directory to extract into (made if missing), $2 the archive's size. The archive goes
@@ -80,8 +89,18 @@ echo "kx-tar=$st" >&2
 [ "$st" = 0 ]
 """
 
-# $1 the file, $2 the first byte to send (1-based: tail -c +N, which resumes a download).
+# $1 the file, $2 the first byte to send (1-based: tail -c +N, which resumes a download). A
+# whole file is summed in the same pass (tee to the summer, the stream on fd 4, tail's status
+# on fd 6); a resumed one is summed whole after its tail was sent, since the receiver checks
+# the whole file it now has.
 _DOWNLOAD_FILE = """export LC_ALL=C
+if [ "$2" = 1 ] && command -v sha256sum >/dev/null 2>&1; then
+  exec 4>&1
+  st=$( { { tail -c +1 -- "$1" 4>&-; echo $? >&6; } | tee /dev/fd/4 \
+    | sha256sum | { read h _; echo "kx-sum=$h"; } >&2; } 6>&1 )
+  [ "$st" = 0 ] || exit 3
+  exit 0
+fi
 tail -c +"$2" -- "$1" || exit 3
 if command -v sha256sum >/dev/null 2>&1; then
   sha256sum < "$1" | { read h _; echo "kx-sum=$h" >&2; }
