@@ -1,8 +1,8 @@
 """kuber-exec's async layer: the service, sessions and backends, written once on anyio.
 
-``ExecService``, ``InteractiveSession``, ``KubernetesBackend`` (kubeconfig loading and REST over
-httpx) and the exec connection logic run unchanged under trio and asyncio. The one part that
-differs per runtime, the WebSocket library under the exec connection, is a
+``ExecService``, ``InteractiveSession``, ``KubernetesBackend`` (kubeconfig loading and REST
+over HTTP/1.1 on h11) and the exec connection logic run unchanged under trio and asyncio. The
+one part that differs per runtime, the WebSocket library under the exec connection, is a
 :data:`~kuber_exec_anyio.transport.TransportOpener`; ``kuber_exec_trio`` and
 ``kuber_exec_asyncio`` bind one and export the same names. Use those packages in an app; use
 this one directly to plug in another WebSocket library (:mod:`kuber_exec_anyio.transport`).

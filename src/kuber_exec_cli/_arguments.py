@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -221,6 +222,24 @@ def _version() -> str:
         return core_version
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked for
+    (``importlib.metadata`` costs about 20 ms, every command would pay it otherwise)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        sys.stdout.write(f"kuber-exec {_version()}\n")
+        parser.exit()
+
+
 @attrs.frozen(kw_only=True)
 class Parsers:
     """The top-level parser and the subcommand parsers that report their own usage."""
@@ -313,7 +332,9 @@ def build_parsers() -> Parsers:
         epilog=_TOP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"kuber-exec {_version()}")
+    parser.add_argument(
+        "--version", action=_VersionAction, help="show the program's version number and exit"
+    )
     commands = parser.add_subparsers(dest="subcommand", metavar="COMMAND", title="commands")
 
     exec_parser = commands.add_parser(

@@ -50,7 +50,7 @@ def test_the_closure_follows_the_projects_own_extras() -> None:
 
 def test_the_web_extra_installs_the_asyncio_app_and_no_trio() -> None:
     web = extra_distributions("web")
-    assert {"starlette", "uvicorn", "websockets", "anyio", "httpx"} <= web
+    assert {"starlette", "uvicorn", "websockets", "anyio", "h11"} <= web
     assert web.isdisjoint({"trio", "trio-websocket", "hypercorn", "wsproto"}), web
 
 

@@ -1,8 +1,9 @@
 """``KubernetesBackend``: the backend for a real API server, written once for both runtimes.
 
-REST reads go through the core's plans over a pooled httpx client (httpx runs on trio and asyncio
-alike); the exec WebSocket goes through a :data:`TransportOpener`, the one runtime-specific part,
-which each runtime binding (``kuber_exec_trio``, ``kuber_exec_asyncio``) supplies.
+REST reads go through the core's plans over a pooled HTTP/1.1 client (:mod:`._http`, on anyio:
+trio and asyncio alike); the exec WebSocket goes through a :data:`TransportOpener`, the one
+runtime-specific part, which each runtime binding (``kuber_exec_trio``, ``kuber_exec_asyncio``)
+supplies.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any, ClassVar, Self
 
 import anyio
 import anyio.abc
-import httpx
 
 from kuber_exec_core import (
     Deployment,
@@ -53,6 +53,7 @@ from ._cache import (
     run_target_cache,
 )
 from ._config import ClusterConfig
+from ._http import HttpClient
 from ._lease_slots import ClusterSlots
 from ._orphans import OrphanCleanup
 from ._preflight import ExecPreflight
@@ -142,7 +143,7 @@ class KubernetesBackend(BackendHooks):
                 f"cluster_slots must be a ClusterSlots, not {type(cluster_slots).__name__}"
             )
         self.cluster_slots = cluster_slots
-        self._http: httpx.AsyncClient | None = None
+        self._http: HttpClient | None = None
         self._rest: RestClient | None = None
         # The watch cache while ``watch()`` runs (see "Target cache" in docs/trio.md).
         self._cache: TargetCache | None = None

@@ -1,4 +1,4 @@
-"""The target cache of ``KubernetesBackend.watch()``: the core's reflectors driven over httpx.
+"""The target cache of ``KubernetesBackend.watch()``: the core's reflectors driven over HTTP.
 
 One task per watched namespace and kind (Deployments, ReplicaSets, Pods) runs the driver loop of
 :mod:`kuber_exec_core.watch`: LIST pages through the REST client, then a streaming GET of the
@@ -26,7 +26,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import httpx
 
 from kuber_exec_core import (
     ExecError,
@@ -38,6 +37,7 @@ from kuber_exec_core.watch import Reflector, WatchRequest, WatchStore
 
 from .._groups import single_exception
 from ._config import ClusterConfig
+from ._http import HttpClient, HttpError
 from ._rest import RestClient, open_http_client
 
 __all__ = [
@@ -143,7 +143,8 @@ async def run_target_cache(
     # A watch reads for up to timeoutSeconds; each keeps its connection (no keep-alive cap).
     http = open_http_client(
         config,
-        timeout=httpx.Timeout(request_timeout, read=watch_timeout_seconds + request_timeout),
+        timeout=request_timeout,
+        read_timeout=watch_timeout_seconds + request_timeout,
         keepalive_connections=None,
     )
     rest = RestClient(config, http)
@@ -174,7 +175,7 @@ class _Driver:
         self,
         reflector: Reflector[Any],
         rest: RestClient,
-        http: httpx.AsyncClient,
+        http: HttpClient,
         cache: TargetCache,
         backoff_initial: float,
         backoff_cap: float,
@@ -234,22 +235,20 @@ class _Driver:
         received = False
         try:
             async with self._http.stream("GET", request.target, headers=headers) as response:
-                if response.status_code != 200:
+                if response.status != 200:
                     body = await response.aread()
                     # 410 relists and returns; any other status raises (then a backoff). A
                     # relist goes after a backoff too: a server answering 410 to every watch of a
                     # fresh LIST must not be hammered.
-                    self._reflector.watch_failed(
-                        ApiResponse(status=response.status_code, body=body)
-                    )
+                    self._reflector.watch_failed(ApiResponse(status=response.status, body=body))
                     return False
                 # Leaving the body early (the reflector wants a relist, or an event was bad) goes
-                # by cancellation: it closes httpx's chain of async generators from the socket
-                # read up, where a break would leave them to the garbage collector.
+                # by cancellation, which ends a read already waiting on the socket; the
+                # connection, its answer unfinished, is then closed rather than pooled.
                 failure: ExecError | None = None
                 stopped = False
                 with anyio.CancelScope() as reading:
-                    async for chunk in response.aiter_bytes():
+                    async for chunk in response.chunks():
                         if stopped:
                             continue  # Already buffered: dropped until the cancellation lands.
                         received = True
@@ -264,7 +263,7 @@ class _Driver:
                     raise failure  # The reflector has moved on (a relist or the same watch).
                 if stopped:
                     return True  # An ERROR 410: the reflector relists.
-        except httpx.HTTPError as error:
+        except HttpError as error:
             if self._reflector.next_event() is request:
                 self._reflector.watch_ended()
             if received:

@@ -1,5 +1,5 @@
-"""REST calls over httpx (which runs on trio and asyncio alike): the core's API plans, and the
-JSON writes of the platform features (access reviews, Leases).
+"""REST calls over the backend's HTTP/1.1 client (:mod:`._http`, on trio and asyncio alike): the
+core's API plans, and the JSON writes of the platform features (access reviews, Leases).
 
 Every request carries fresh credentials and, inside an exec acting for a user, that user's
 impersonation headers (:mod:`kuber_exec_anyio._identity`; the Lease calls opt out: they are
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import json as json_module
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import TypeVar
 
 import anyio
-import httpx
 
 from kuber_exec_core import Deployment, ExecError, ExecErrorCode, LabelSelector, Pod
 from kuber_exec_core.kube import ApiGet, ApiPlan, ApiResponse, DeploymentLookup, PodListing
@@ -25,63 +24,56 @@ from kuber_exec_core.transport import describe_error
 
 from .._identity import impersonation_headers
 from ._config import ClusterConfig
+from ._http import HttpClient, HttpError
 
-__all__ = ["MAX_CONCURRENT_REQUESTS", "RestClient", "open_http_client"]
+__all__ = ["MAX_CONCURRENT_REQUESTS", "USER_AGENT", "RestClient", "open_http_client"]
+
+#: What the API server's audit log sees as the client.
+USER_AGENT = "kuber-exec"
 
 T = TypeVar("T")
 
 #: REST requests in flight at once per backend, and the HTTP connections kept for them. More
-#: callers wait their turn in a FIFO queue, without a deadline: httpx's own pool would fail them
-#: with ``PoolTimeout``, and its scheduling costs more per waiting request the more there are.
-#: Four: httpcore checks every pooled connection on every request, so CPU per request grows with
-#: the pool (on asyncio, 32 connections cost ~1.7x the CPU per resolution of one); with four it
-#: stays flat from 1 to 1,000 callers, and a burst is no slower on loopback. client-go's own
-#: default is 5 requests per second. Raise it for a distant API server.
+#: callers wait their turn in a FIFO queue, without a deadline. Four: a burst is no slower on
+#: loopback, and the API server sees a handful of connections per replica, not one per caller
+#: (client-go's own default is 5 requests per second). Raise it for a distant API server.
 MAX_CONCURRENT_REQUESTS = 4
 
 
 def open_http_client(
-    config: ClusterConfig, *, timeout: httpx.Timeout | float, keepalive_connections: int | None
-) -> httpx.AsyncClient:
-    """The httpx client for ``config``'s API server; the caller closes it.
+    config: ClusterConfig,
+    *,
+    timeout: float,
+    read_timeout: float | None = None,
+    keepalive_connections: int | None,
+) -> HttpClient:
+    """The HTTP client for ``config``'s API server; the caller closes it (``aclose``).
 
     The one place the library's HTTP clients are configured (the backend's REST reads and the
     watch cache's streams): ``config``'s server and TLS context (verified by default; the
-    kubeconfig's CA and client certificate), JSON, no redirects, and nothing from the environment
-    (``trust_env=False``: no proxy variables, no ``.netrc``, no ``SSL_CERT_FILE``; the kubeconfig
-    alone says how to reach the server, as for the exec WebSocket). It never limits how many
+    kubeconfig's CA and client certificate), JSON, no redirects followed, and nothing from the
+    environment (no proxy variables, no ``.netrc``, no ``SSL_CERT_FILE``; the kubeconfig alone
+    says how to reach the server, as for the exec WebSocket). It never limits how many
     connections are open (long-lived requests such as watches must not starve the reads); it
-    keeps ``keepalive_connections`` of them idle for reuse (``None``: all). A request cancelled
-    during its TLS handshake closes its socket (:mod:`._http_network`; httpcore alone leaves it
-    to the garbage collector).
+    keeps ``keepalive_connections`` of them idle for reuse (``None``: all).
     """
-    # Imported here, as httpx imports httpcore: httpcore imports trio whenever it is installed,
-    # and an asyncio application (the browser terminal) must not load trio by importing us.
-    from ._http_network import install_cancel_safe_tls
-
-    transport = httpx.AsyncHTTPTransport(
-        verify=config.ssl_context if config.ssl_context is not None else True,
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=keepalive_connections),
-        trust_env=False,
-    )
-    install_cancel_safe_tls(transport)
-    return httpx.AsyncClient(
-        base_url=config.server,
-        transport=transport,
+    return HttpClient(
+        config.server,
+        config.ssl_context,
         timeout=timeout,
-        headers={"Accept": "application/json"},
-        follow_redirects=False,
-        trust_env=False,
+        read_timeout=read_timeout,
+        keepalive_connections=keepalive_connections,
+        headers=[("Accept", "application/json"), ("User-Agent", USER_AGENT)],
     )
 
 
 class RestClient:
-    """Performs the core's ``ApiGet`` requests with a pooled ``httpx.AsyncClient``."""
+    """Performs the core's ``ApiGet`` requests, and JSON writes, with a pooled HTTP client."""
 
     def __init__(
         self,
         config: ClusterConfig,
-        http: httpx.AsyncClient,
+        http: HttpClient,
         *,
         max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS,
     ) -> None:
@@ -117,7 +109,7 @@ class RestClient:
         return await self.run(PodListing(namespace, selector))
 
     async def get(self, request: ApiGet) -> ApiResponse:
-        """One GET; transport failures become ``EXEC_FAILED`` (never an httpx exception)."""
+        """One GET; transport failures become ``EXEC_FAILED`` (never an HTTP client error)."""
         return await self.send("GET", request.target, shown=request.path)
 
     async def send(
@@ -143,52 +135,19 @@ class RestClient:
             try:
                 async with self._slots if queued else contextlib.nullcontext():
                     headers = await self.auth_headers() + identity
-                    request = self._http.build_request(method, target, headers=headers)
+                    body = None
                     if json is not None:
-                        data = json_module.dumps(json).encode()
-                        request.headers["Content-Type"] = "application/json"
-                        request.headers["Content-Length"] = str(len(data))
-                        request.stream = _Body(data)
-                    response = await self._http.send(request)
-            except httpx.HTTPError as error:
+                        body = json_module.dumps(json).encode()
+                        headers.append(("Content-Type", "application/json"))
+                    status, content = await self._http.request(
+                        method, target, headers=headers, body=body
+                    )
+            except HttpError as error:
                 raise ExecError(
                     ExecErrorCode.FAILED,
                     f"Kubernetes API {method} {shown or target} failed: {describe_error(error)}",
                 ) from None
-            if (
-                response.status_code == 401
-                and attempt == 1
-                and await self.refresh_after_unauthorized(generation)
-            ):
+            if status == 401 and attempt == 1 and await self.refresh_after_unauthorized(generation):
                 continue
             break
-        return ApiResponse(status=response.status_code, body=response.content)
-
-
-class _Body(httpx.AsyncByteStream):
-    """A request body sent in one piece. httpx's own body stream is an async generator: when a
-    connection breaks while the body is being sent, it is left unfinished and trio warns when
-    the garbage collector finalizes it (a ResourceWarning in every failed write). This one's
-    iterator is a plain object, with nothing to finalize."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return _Once(self._data)
-
-
-class _Once:
-    __slots__ = ("_data",)
-
-    def __init__(self, data: bytes) -> None:
-        self._data: bytes | None = data
-
-    def __aiter__(self) -> _Once:
-        return self
-
-    async def __anext__(self) -> bytes:
-        data, self._data = self._data, None
-        if data is None:
-            raise StopAsyncIteration
-        return data
+        return ApiResponse(status=status, body=content)
