@@ -1,25 +1,30 @@
-"""Benchmarks on the real cluster: kuber-exec next to kubectl and the official client, same pod.
+"""Benchmarks on the real cluster, like with like: the command line against kubectl (both whole
+processes), the library against the Python peers (all in process), on the same pod.
 
 Run inside the cluster's network namespace with the cluster up (``make realcluster`` first):
 
     nsenter --net=/run/netns/kuber-rc .venv/bin/python scripts/realcluster/bench.py
 
-or ``make -f mk/realcluster.mk realcluster-bench``. Needs the tier's workloads (the ``shell``
-Deployment of namespace kx-target): it applies them if the tests have not.
+or ``make realcluster-bench``. Needs the tier's workloads (the ``shell`` Deployment of namespace
+kx-target): it applies them if the tests have not.
 
-Measured, each a median of a few rounds, interleaved so a noisy neighbour slows all alike:
-- throughput of ``head -c N /dev/zero`` (stdout bytes per second, 50 MB by default): kuber-exec
-  ``execute`` and ``open_interactive`` (trio and asyncio), ``kubectl exec`` (1.32: WebSocket v5
-  on a current server, SPDY on 1.20), and the official ``kubernetes`` client's ``stream()``;
-- latency of ``true``: kuber-exec ``execute`` with the target cache warm (``backend.watch``) and
-  with REST resolution (GET Deployment, LIST pods, GET ReplicaSet) before the WebSocket, each
-  with the supervised start (``cleanup=True``, the default) and without; ``kubectl exec`` on the
-  pod (a process each time); the official client's ``stream()`` on the pod.
-The library rows are in-process, like the official client; kubectl is a whole process (its
-start-up is in its latency). Ratios are kuber-exec over the other client (> 1: kuber-exec
-faster). The figures go to ``benchmarks/results/realcluster_1_<minor>.json`` (``--out``), whose
-``table`` docs/benchmarks.md shows. Not a
-test: it prints figures and exits 0 unless a measurement could not run.
+Three tables, each a median of a few rounds, interleaved so that a noisy neighbour slows all
+alike, each measurement in a fresh process:
+
+- **the command line against kubectl** (``bench_cli.py``): start-up (``exec DEPLOYMENT --
+  true``, both resolving the Deployment), ``--help``, ``exec -- head -c N > file`` and ``cp`` of
+  a file (N bytes) and of a tree of small files, both ways. Whole processes, start-up included.
+- **the library against the Python peers**, in process, at N bytes (100 MB by default, where a
+  client's start-up decides nothing): kuber-exec ``execute`` and ``open_interactive`` on both
+  runtimes (resolving the Deployment each time) and each peer's exec of ``head -c N /dev/zero``
+  on the pod (``peers.py``, run in the peers' own venv, ``peers-venv.sh``; a peer that is not
+  installed is reported, not measured).
+- **latency of ``true``** in process: kuber-exec with the target cache warm and with REST
+  resolution, with the supervised start and without; each peer on the pod, already known.
+
+Ratios are kuber-exec's over the other's (> 1: kuber-exec faster). The figures go to
+``benchmarks/results/realcluster_1_<minor>.json`` (``--out``), whose ``table`` docs/benchmarks.md
+shows. Not a test: it prints figures and exits 0 unless a measurement could not run.
 """
 
 from __future__ import annotations
@@ -117,76 +122,17 @@ def run_kuber(runtime: str, kubeconfig: str, kind: str, size: int, iterations: i
     return asyncio.run(kuber(kuber_exec_asyncio, kubeconfig, kind, size, iterations))
 
 
-def kubectl_argv(cluster: kube.Cluster, pod: str, command: list[str]) -> list[str]:
-    return [
-        kube.KUBECTL, "--kubeconfig", cluster.kubeconfig("admin"),
-        "exec", "-n", cluster.main_ns, pod, "-c", "main", "--", *command,
-    ]  # fmt: skip
+THROUGHPUT_KINDS = ("execute", "interactive")
 
+#: The Python peers (scripts/realcluster/peers.py), in the order of the table.
+PEERS = ("official", "official-aio", "kubernetes_asyncio", "kr8s", "kubex", "lightkube")
 
-def run_kubectl(cluster: kube.Cluster, pod: str, kind: str, size: int, iterations: int) -> float:
-    if kind == "latency":
-        samples = []
-        for _ in range(iterations):
-            start = time.perf_counter()
-            subprocess.run(kubectl_argv(cluster, pod, ["true"]), capture_output=True, check=True)
-            samples.append(time.perf_counter() - start)
-        return statistics.median(samples)
-    start = time.perf_counter()
-    with subprocess.Popen(
-        kubectl_argv(cluster, pod, head(size)), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    ) as child:
-        assert child.stdout is not None
-        received = 0
-        while chunk := child.stdout.read(1 << 20):
-            received += len(chunk)
-    seconds = time.perf_counter() - start
-    assert received == size, received
-    return size / seconds
-
-
-def run_official(cluster: kube.Cluster, pod: str, kind: str, size: int, iterations: int) -> float:
-    from kubernetes import client, config
-    from kubernetes.stream import stream
-
-    configuration = client.Configuration()
-    config.load_kube_config(
-        config_file=cluster.kubeconfig("admin"), client_configuration=configuration
-    )
-    api = client.CoreV1Api(client.ApiClient(configuration))
-
-    def once(command: list[str]) -> str:
-        out: str = stream(
-            api.connect_get_namespaced_pod_exec, pod, cluster.main_ns, command=command,
-            container="main", stderr=True, stdin=False, stdout=True, tty=False,
-            _preload_content=True,
-        )  # fmt: skip
-        return out
-
-    once(["true"])
-    if kind == "latency":
-        samples = []
-        for _ in range(iterations):
-            start = time.perf_counter()
-            once(["true"])
-            samples.append(time.perf_counter() - start)
-        return statistics.median(samples)
-    start = time.perf_counter()
-    out = once(head(size))
-    seconds = time.perf_counter() - start
-    if len(out) != size:
-        # Seen at 50 MB on 1.37: the official client returned short. Its rate counts what it
-        # delivered, and the table says how much was missing.
-        NOTES.append(f"official stream() returned {len(out):,} of {size:,} bytes")
-    return len(out) / seconds
-
-
-#: What a measurement saw go wrong without failing (printed under the table, and saved).
+#: What a measurement saw go wrong without failing (printed under the tables, and saved).
 NOTES: list[str] = []
 
 
 def measure_in_child(args: list[str]) -> float:
-    """One measurement in a fresh interpreter (its own memory, no shared event loop)."""
+    """One kuber-exec measurement in a fresh interpreter (its own memory, no shared loop)."""
     done = subprocess.run(
         [sys.executable, __file__, "--one", *args], capture_output=True, text=True, check=False
     )
@@ -195,6 +141,38 @@ def measure_in_child(args: list[str]) -> float:
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     NOTES.extend(answer.get("notes", []))
     return float(answer["value"])
+
+
+def peers_python() -> str | None:
+    """The peers' venv's python (made or reused by peers-venv.sh), or None when it cannot be
+    made (no peers.py yet, or no registry): the peer rows then say so."""
+    script = REPO / "scripts" / "realcluster" / "peers-venv.sh"
+    if not script.exists():
+        return None
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        NOTES.append(f"the peers' venv could not be made: {done.stderr.strip()[-300:]}")
+        return None
+    return done.stdout.strip().splitlines()[-1]
+
+
+def measure_peer(
+    python: str, peer: str, kind: str, size: int, pod: str, cluster: kube.Cluster, iterations: int
+) -> tuple[float | None, str]:
+    """(value, the peer's version) from peers.py in the peers' venv; None: not measurable."""
+    done = subprocess.run(
+        [python, str(REPO / "scripts" / "realcluster" / "peers.py"), "--peer", peer,
+         "--kind", kind, "--bytes", str(size), "--namespace", cluster.main_ns, "--pod", pod,
+         "--kubeconfig", cluster.kubeconfig("admin"), "--iterations", str(iterations)],
+        capture_output=True, text=True, check=False, timeout=1800,
+    )  # fmt: skip
+    if done.returncode != 0:
+        NOTES.append(f"{peer} {kind}: failed: {done.stderr.strip()[-300:]}")
+        return None, ""
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    NOTES.extend(f"{peer}: {note}" for note in answer.get("notes", []))
+    value = answer.get("value")
+    return (float(value) if value is not None else None), str(answer.get("version", ""))
 
 
 def _commit() -> str:
@@ -207,13 +185,20 @@ def _commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--bytes", type=int, default=50 * MB, help="throughput output size")
-    parser.add_argument("--official-bytes", type=int, default=50 * MB)
+    parser.add_argument("--bytes", type=int, default=100 * MB, help="throughput output size")
     parser.add_argument("--out", type=Path, help="JSON results (default: benchmarks/results/)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=20, help="latency samples")
+    parser.add_argument("--tree-files", type=int, default=10_000)
+    parser.add_argument("--no-cli", action="store_true", help="skip the command-line table")
+    parser.add_argument("--no-peers", action="store_true", help="skip the peers' rows")
     parser.add_argument("--one", nargs=3, metavar=("CLIENT", "KIND", "SIZE"))
     args = parser.parse_args()
     reason = kube.cluster_unavailable_reason()
@@ -223,41 +208,52 @@ def main() -> int:
     cluster = kube.load_cluster()
     if args.one:
         client_name, kind, size_text = args.one
-        size = int(size_text)
-        pod = os.environ["KX_BENCH_POD"]
-        if client_name in ("trio", "asyncio"):
-            value = run_kuber(client_name, cluster.kubeconfig("admin"), kind, size, args.iterations)
-        elif client_name == "kubectl":
-            value = run_kubectl(cluster, pod, kind, size, args.iterations)
-        else:
-            value = run_official(cluster, pod, kind, size, args.iterations)
+        value = run_kuber(
+            client_name, cluster.kubeconfig("admin"), kind, int(size_text), args.iterations
+        )
         print(json.dumps({"value": value, "notes": NOTES}))
         return 0
+
+    import bench_cli  # (this directory: the command-line table)
 
     kube.make_workloads(cluster)
     pods = kube.pods_of(cluster, cluster.main_ns, "app=shell,tier=exec,!role")
     pod = next(p["metadata"]["name"] for p in pods if kube.is_ready(p))
-    os.environ["KX_BENCH_POD"] = pod
-    plan = [
-        ("trio", "execute", args.bytes),
-        ("asyncio", "execute", args.bytes),
-        ("trio", "interactive", args.bytes),
-        ("asyncio", "interactive", args.bytes),
-        ("kubectl", "throughput", args.bytes),
-        ("official", "throughput", args.official_bytes),
-        *[(runtime, kind, 0) for runtime in ("trio", "asyncio") for kind in LATENCY_KINDS],
-        ("kubectl", "latency", 0),
-        ("official", "latency", 0),
+    python = None if args.no_peers else peers_python()
+    peers = PEERS if python else ()
+    ours_plan = [
+        *[
+            (runtime, kind)
+            for runtime in ("trio", "asyncio")
+            for kind in ("execute", "interactive")
+        ],
+        *[(runtime, kind) for runtime in ("trio", "asyncio") for kind in LATENCY_KINDS],
     ]
-    values: dict[tuple[str, str], list[float]] = {}
+    ours: dict[tuple[str, str], list[float]] = {}
+    theirs: dict[tuple[str, str], list[float | None]] = {}
+    versions: dict[str, str] = {}
     for _ in range(args.rounds):
-        for client_name, kind, size in plan:
+        for client_name, kind in ours_plan:
+            size = args.bytes if kind in ("execute", "interactive") else 0
             value = measure_in_child([client_name, kind, str(size)])
-            values.setdefault((client_name, kind), []).append(value)
-    med = {key: statistics.median(v) for key, v in values.items()}
+            ours.setdefault((client_name, kind), []).append(value)
+        for peer in peers:
+            for kind, size in (("throughput", args.bytes), ("latency", 0)):
+                assert python is not None
+                peer_value, version = measure_peer(
+                    python, peer, kind, size, pod, cluster, args.iterations
+                )
+                theirs.setdefault((peer, kind), []).append(peer_value)
+                versions[peer] = version or versions.get(peer, "")
+    cli_rows: list[dict[str, Any]] = []
+    if not args.no_cli:
+        cli_rows = bench_cli.measure(
+            cluster, rounds=args.rounds, size=args.bytes, tree_files=args.tree_files,
+            cli_src=None, start_up_samples=5,
+        )  # fmt: skip
+    med = {key: statistics.median(v) for key, v in ours.items()}
+    peer_med = {key: _median(v) for key, v in theirs.items()}
     _, minor, git_version = kube.server_version(cluster)
-    kubectl_rate, official_rate = med[("kubectl", "throughput")], med[("official", "throughput")]
-    rows: list[dict[str, Any]] = []
     table: list[str] = []
 
     def say(line: str) -> None:
@@ -269,30 +265,39 @@ def main() -> int:
         f"kuber-exec on a real cluster, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"commit {_commit()}; load average {load:.1f} at the end"
     )
-    say(
-        f"Kubernetes {git_version}, pod {pod}, medians of {args.rounds} rounds; throughput of "
-        f"head -c N /dev/zero ({args.bytes // MB} MB), latency of `true`"
-    )
+    say(f"Kubernetes {git_version}, pod {pod}, medians of {args.rounds} rounds")
+    if cli_rows:
+        say("")
+        table.extend(bench_cli.render(cli_rows))
+        for line in bench_cli.render(cli_rows):
+            print(line)
+        say("(ratio: kubectl's time over kuber-exec's; > 1: kuber-exec faster)")
+    # The library against the peers: throughput.
+    best_ours = max(med[(r, k)] for r in ("trio", "asyncio") for k in ("execute", "interactive"))
+    throughput: list[dict[str, Any]] = []
     say("")
-    say(f"{'client':52} {'MB/s':>8} {'vs kubectl':>11} {'vs official':>12}")
-    for client_name, kind in [("trio", "execute"), ("asyncio", "execute"),
-                              ("trio", "interactive"), ("asyncio", "interactive")]:  # fmt: skip
-        rate = med[(client_name, kind)]
-        label = f"kuber-exec {client_name} {kind}"
-        say(
-            f"{label:52} {rate / MB:8.1f} {rate / kubectl_rate:10.2f}x "
-            f"{rate / official_rate:11.2f}x"
+    say(f"{'library, in process: head -c ' + str(args.bytes // MB) + ' MB':52} {'MB/s':>8} "
+        f"{'ours/this':>10}")  # fmt: skip
+    for runtime in ("trio", "asyncio"):
+        for kind in ("execute", "interactive"):
+            rate = med[(runtime, kind)]
+            label = f"kuber-exec {runtime} {kind} (Deployment resolved)"
+            say(f"{label:52} {rate / MB:8.1f}")
+            throughput.append({"client": label, "mb_s": rate / MB})
+    for peer in peers:
+        peer_rate = peer_med.get((peer, "throughput"))
+        label = f"{peer} {versions.get(peer, '')} (pod known)".replace("  ", " ")
+        if peer_rate is None:
+            say(f"{label:52} {'-':>8} {'-':>10}")
+            throughput.append({"client": label, "mb_s": None})
+            continue
+        say(f"{label:52} {rate / MB:8.1f} {best_ours / rate:9.2f}x")
+        throughput.append(
+            {"client": label, "mb_s": rate / MB, "best_ours_over_this": best_ours / rate}
         )
-        rows.append({"client": label, "mb_s": rate / MB, "vs_kubectl": rate / kubectl_rate,
-                     "vs_official": rate / official_rate})  # fmt: skip
-    say(f"{'kubectl exec (a process)':52} {kubectl_rate / MB:8.1f}")
-    official_label = f"official stream() ({args.official_bytes // MB} MB)"
-    say(f"{official_label:52} {official_rate / MB:8.1f}")
-    rows.append({"client": "kubectl exec", "mb_s": kubectl_rate / MB})
-    rows.append({"client": official_label, "mb_s": official_rate / MB})
-    kubectl_ms, official_ms = med[("kubectl", "latency")], med[("official", "latency")]
-    say("")
-    say(f"{'latency of true':52} {'ms':>8} {'kubectl/ours':>13} {'official/ours':>14}")
+    if not peers:
+        say("(peers not measured: " + ("--no-peers" if args.no_peers else "no peers venv") + ")")
+    # Latency.
     latency: list[dict[str, Any]] = []
     names = {
         "latency-cache": "cache warm, supervised",
@@ -300,29 +305,22 @@ def main() -> int:
         "latency-rest": "REST resolution, supervised",
         "latency-rest-bare": "REST resolution, no supervision",
     }
+    say("")
+    say(f"{'latency of true, in process':52} {'ms':>8}")
     for client_name in ("trio", "asyncio"):
         for kind, name in names.items():
-            ours = med[(client_name, kind)]
+            ms = med[(client_name, kind)] * 1000
             label = f"kuber-exec {client_name} ({name})"
-            say(
-                f"{label:52} {ours * 1000:8.1f} {kubectl_ms / ours:12.2f}x "
-                f"{official_ms / ours:13.2f}x"
-            )
-            latency.append(
-                {
-                    "client": label,
-                    "ms": ours * 1000,
-                    "kubectl_over_ours": kubectl_ms / ours,
-                    "official_over_ours": official_ms / ours,
-                }
-            )
-    say(f"{'kubectl exec (a process)':52} {kubectl_ms * 1000:8.1f}")
-    say(f"{'official stream() (pod known)':52} {official_ms * 1000:8.1f}")
-    latency.append({"client": "kubectl exec (a process)", "ms": kubectl_ms * 1000})
-    latency.append({"client": "official stream() (pod known)", "ms": official_ms * 1000})
+            say(f"{label:52} {ms:8.1f}")
+            latency.append({"client": label, "ms": ms})
+    for peer in peers:
+        seconds = peer_med.get((peer, "latency"))
+        label = f"{peer} (pod known)"
+        say(f"{label:52} {seconds * 1000:8.1f}" if seconds is not None else f"{label:52} {'-':>8}")
+        latency.append({"client": label, "ms": seconds * 1000 if seconds is not None else None})
     for note in dict.fromkeys(NOTES):
         say(f"note: {note}")
-    # (The name fits the docs' results-table marker: letters and underscores.)
+    # (The name fits the docs' results-table marker: letters, digits and underscores.)
     out = args.out or REPO / "benchmarks" / "results" / f"realcluster_1_{minor}.json"
     out.write_text(
         json.dumps(
@@ -330,9 +328,9 @@ def main() -> int:
                 "server": git_version,
                 "rounds": args.rounds,
                 "bytes": args.bytes,
-                "official_bytes": args.official_bytes,
                 "latency_iterations": args.iterations,
-                "throughput": rows,
+                "command_line": cli_rows,
+                "throughput": throughput,
                 "latency": latency,
                 "notes": list(dict.fromkeys(NOTES)),
                 "table": table,

@@ -139,21 +139,27 @@ def plan(clients: Clients, work: Path, size: int, tree_files: int) -> dict[str, 
             to_file(clients.exec_kubectl(head)),
         ),
         f"cp {size // MB} MB up": (
-            cleared(clients.cp_ours(str(big), f"{DEPLOYMENT}:{remote}-ours.bin"),
-                    f"{remote}-ours.bin"),
-            cleared(clients.cp_kubectl(str(big), f"{pod}:{remote}-kubectl.bin"),
-                    f"{remote}-kubectl.bin"),
-        ),  # fmt: skip
+            cleared(
+                clients.cp_ours(str(big), f"{DEPLOYMENT}:{remote}-ours.bin"), f"{remote}-ours.bin"
+            ),
+            cleared(
+                clients.cp_kubectl(str(big), f"{pod}:{remote}-kubectl.bin"), f"{remote}-kubectl.bin"
+            ),
+        ),
         f"cp {size // MB} MB down": (
             down_into(lambda t: clients.cp_ours(f"{DEPLOYMENT}:{remote}-ours.bin", t), "o.bin"),
             down_into(lambda t: clients.cp_kubectl(f"{pod}:{remote}-kubectl.bin", t), "k.bin"),
         ),
         f"cp tree of {tree_files:,} files up": (
-            cleared(clients.cp_ours(str(tree), f"{DEPLOYMENT}:{remote}-tree-ours"),
-                    f"{remote}-tree-ours"),
-            cleared(clients.cp_kubectl(str(tree), f"{pod}:{remote}-tree-kubectl"),
-                    f"{remote}-tree-kubectl"),
-        ),  # fmt: skip
+            cleared(
+                clients.cp_ours(str(tree), f"{DEPLOYMENT}:{remote}-tree-ours"),
+                f"{remote}-tree-ours",
+            ),
+            cleared(
+                clients.cp_kubectl(str(tree), f"{pod}:{remote}-tree-kubectl"),
+                f"{remote}-tree-kubectl",
+            ),
+        ),
         f"cp tree of {tree_files:,} files down": (
             down_into(lambda t: clients.cp_ours(f"{DEPLOYMENT}:{remote}-tree-ours", t), "ot"),
             down_into(lambda t: clients.cp_kubectl(f"{pod}:{remote}-tree-kubectl", t), "kt"),
@@ -198,7 +204,9 @@ def measure(
 
 
 def render(rows: list[dict[str, Any]]) -> list[str]:
-    lines = [f"{'command line (whole processes)':40} {'kuber-exec':>11} {'kubectl':>9} {'ratio':>7}"]
+    lines = [
+        f"{'command line (whole processes)':40} {'kuber-exec':>11} {'kubectl':>9} {'ratio':>7}"
+    ]
     for row in rows:
         kubectl_s = row["kubectl_s"]
         theirs = f"{kubectl_s:8.3f}s" if kubectl_s is not None else f"{'-':>9}"
