@@ -235,3 +235,25 @@ def test_no_text_escapes_as_anything_but_exec_error(text: str, tmp_path: Path) -
     outcome = _load(path)
     if isinstance(outcome, ExecError):
         _assert_named(outcome)
+
+
+@ADAPTERS
+def test_a_token_file_is_read_again_when_the_credentials_are_refreshed(
+    adapter: Any, tmp_path: Path
+) -> None:
+    # What a 401 triggers (test_credential_refresh.py): a rotated token file is read anew, and
+    # a token file wins over a token, as in client-go.
+    token_file = tmp_path / "token"
+    token_file.write_text("first\n")
+    path = tmp_path / "config"
+    path.write_text(json.dumps(good(token="stale", tokenFile=str(token_file))))
+    config = adapter.ClusterConfig.from_kubeconfig(str(path))
+    assert config.auth_headers() == [("Authorization", "Bearer first")]
+    assert not config.auth_headers_may_block
+    token_file.write_text("second\n")
+    assert config.refresh_credentials(config.credentials_generation)
+    assert config.auth_headers() == [("Authorization", "Bearer second")]
+    token_file.unlink()
+    with pytest.raises(ExecError) as caught:
+        config.refresh_credentials(config.credentials_generation)
+    assert f"the user's tokenFile {token_file} cannot be read" in caught.value.message
