@@ -191,3 +191,18 @@ async def test_a_stream_left_early_closes_its_connection() -> None:
             assert server.connections == 2
         finally:
             await client.aclose()
+
+
+async def test_a_stream_may_wait_longer_than_the_clients_read_timeout() -> None:
+    # A followed log is quiet for long: its stream lifts the client's read timeout.
+    import math
+
+    async with Server(lambda _: b"").running() as server:
+        client = server.client(read_timeout=0.05)
+        try:
+            with anyio.move_on_after(0.5) as waited:
+                async with client.stream("GET", "/follow", read_timeout=math.inf):
+                    pass  # pragma: no cover - the answer never comes.
+            assert waited.cancelled_caught
+        finally:
+            await client.aclose()

@@ -224,11 +224,15 @@ class HttpClient:
         *,
         headers: Sequence[tuple[str, str]] = (),
         body: bytes | None = None,
+        read_timeout: float | None = None,
     ) -> AsyncIterator[StreamedResponse]:
         """Send one request; yield its response with the body still to read. The connection
-        goes back to the pool only if the body was read to its end."""
-        connection, status = await self._exchange(method, target, headers, body)
-        response = StreamedResponse(status, connection, self, self._read_timeout)
+        goes back to the pool only if the body was read to its end. ``read_timeout`` bounds
+        each wait for the answer's bytes (default: the client's; ``math.inf``: no bound, for a
+        followed log that may be quiet for long)."""
+        limit = self._read_timeout if read_timeout is None else read_timeout
+        connection, status = await self._exchange(method, target, headers, body, limit)
+        response = StreamedResponse(status, connection, self, limit)
         try:
             yield response
         except BaseException:
@@ -254,6 +258,7 @@ class HttpClient:
         target: str,
         headers: Sequence[tuple[str, str]],
         body: bytes | None,
+        read_timeout: float,
     ) -> tuple[_Connection, int]:
         if self._closed:
             raise RequestError("the HTTP client is closed")
@@ -268,9 +273,9 @@ class HttpClient:
                 if body:
                     await connection.send(h11.Data(data=body), self._timeout)
                 await connection.send(h11.EndOfMessage(), self._timeout)
-                event = await connection.next_event(self._read_timeout)
+                event = await connection.next_event(read_timeout)
                 while isinstance(event, h11.InformationalResponse):
-                    event = await connection.next_event(self._read_timeout)
+                    event = await connection.next_event(read_timeout)
                 if isinstance(event, h11.Response):
                     return connection, event.status_code
                 failure: BaseException = RequestError(
