@@ -1,4 +1,4 @@
-"""The Python peers of kuber-exec's library on one pod: throughput of stdout and latency of ``true``.
+"""kuber-exec's Python peers on one pod: throughput of stdout and latency of ``true``.
 
 Each peer runs in process, as the library does, through its own documented exec call; bench.py
 (or anyone) calls one measurement per fresh interpreter:
@@ -200,9 +200,7 @@ async def official_aio(target: Target, notes: list[str]) -> AsyncIterator[AsyncR
     from kubernetes.aio.stream import WsApiClient
 
     configuration = client.Configuration()
-    await config.load_kube_config(
-        config_file=target.kubeconfig, client_configuration=configuration
-    )
+    await config.load_kube_config(config_file=target.kubeconfig, client_configuration=configuration)
     notes.append(
         "official-aio: kubernetes.aio WsApiClient, "
         "connect_get_namespaced_pod_exec_without_preload_content (v4.channel.k8s.io only)"
@@ -226,9 +224,7 @@ async def kubernetes_asyncio(target: Target, notes: list[str]) -> AsyncIterator[
     from kubernetes_asyncio.stream import WsApiClient
 
     configuration = client.Configuration()
-    await config.load_kube_config(
-        config_file=target.kubeconfig, client_configuration=configuration
-    )
+    await config.load_kube_config(config_file=target.kubeconfig, client_configuration=configuration)
     notes.append(
         "kubernetes-asyncio: WsApiClient, connect_get_namespaced_pod_exec(_preload_content=False)"
         " (v4.channel.k8s.io only)"
@@ -275,6 +271,13 @@ async def kr8s(target: Target, notes: list[str]) -> AsyncIterator[AsyncRun]:
 # --- Kubex ------------------------------------------------------------------------------------
 
 
+def _read_yaml(path: str) -> Any:
+    from yaml import safe_load
+
+    with open(path) as file:
+        return safe_load(file)
+
+
 def _kubex(choice: str) -> Callable[[Target, list[str]], Any]:
     @asynccontextmanager
     async def peer(target: Target, notes: list[str]) -> AsyncIterator[AsyncRun]:
@@ -283,10 +286,8 @@ def _kubex(choice: str) -> Callable[[Target, list[str]], Any]:
         from kubex.configuration.configuration import KubeConfig
         from kubex.configuration.file_config import configure_from_kubeconfig
         from kubex.k8s.v1_37.core.v1.pod import Pod
-        from yaml import safe_load
 
-        with open(target.kubeconfig) as file:
-            kubeconfig = KubeConfig.model_validate(safe_load(file))
+        kubeconfig = KubeConfig.model_validate(_read_yaml(target.kubeconfig))
         configuration = await configure_from_kubeconfig(kubeconfig)
         client = await create_client(configuration, ClientChoice(choice))
         notes.append(
@@ -326,9 +327,10 @@ def _lightkube_exec_or_reason(client_class: type) -> None:
 @contextmanager
 def lightkube(target: Target, notes: list[str]) -> Iterator[SyncRun]:
     import lightkube as lk
-    from lightkube.config.kubeconfig import KubeConfig
 
     _lightkube_exec_or_reason(lk.Client)
+    from lightkube.config.kubeconfig import KubeConfig
+
     client = lk.Client(config=KubeConfig.from_file(target.kubeconfig), namespace=target.namespace)
     notes.append(
         "lightkube: Client.exec(stdout=writer, stderr=writer, decode=None) "
@@ -352,9 +354,10 @@ def lightkube(target: Target, notes: list[str]) -> Iterator[SyncRun]:
 @asynccontextmanager
 async def lightkube_async(target: Target, notes: list[str]) -> AsyncIterator[AsyncRun]:
     import lightkube as lk
-    from lightkube.config.kubeconfig import KubeConfig
 
     _lightkube_exec_or_reason(lk.AsyncClient)
+    from lightkube.config.kubeconfig import KubeConfig
+
     client = lk.AsyncClient(
         config=KubeConfig.from_file(target.kubeconfig), namespace=target.namespace
     )
@@ -455,7 +458,9 @@ async def _async_measure(peer: str, kind: str, target: Target, size: int, iterat
         return _throughput_of(time.perf_counter() - start, out, size, peer)
 
 
-def measure(peer: str, kind: str, target: Target, size: int = 0, iterations: int = 20) -> Measurement:
+def measure(
+    peer: str, kind: str, target: Target, size: int = 0, iterations: int = 20
+) -> Measurement:
     """One measurement of one peer, in this interpreter (call it in a fresh one each time).
 
     ``throughput``: bytes per second of ``head -c size /dev/zero``'s stdout; ``latency``: the
