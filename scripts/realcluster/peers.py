@@ -30,6 +30,21 @@ The peers and their calls (each reads stdout as it comes, never a whole-output b
   client (what ``create_client()`` picks when both are installed) or on httpx + httpx-ws.
 - ``lightkube`` / ``lightkube-async``: ``Client.exec`` / ``AsyncClient.exec`` (lightkube 1.0+)
   with ``stdout=writer``; an older lightkube has no exec: "not supported".
+
+Quirks found (each run's ``notes`` repeat the ones of its peer):
+- official (sync): ``capture_all`` is forced on through ``stream()``, so every byte is also
+  kept in memory; ``update()`` takes every frame already waiting and joins them with
+  ``bytes +=``: quadratic while the server keeps ahead (on the sandbox 20 MB ran at 110 MB/s,
+  40 MB at 2 MB/s). Its ``_preload_content=True`` form joins all output that way.
+- kubernetes.aio and kubernetes_asyncio ask only ``v4.channel.k8s.io`` and leave the channel
+  bytes to the caller; their preload form decodes everything as UTF-8 text.
+- kr8s asks only v4 and, by default (``capture_output=True``), grows stdout with ``bytes +=``
+  (quadratic); with a writer and ``capture_output=False`` it streams. Its ``api()`` GETs
+  ``/version/`` (the sandbox answers it since this module).
+- Kubex asks only v5 (Kubernetes >= 1.30); ``stream()`` bounds each channel to 128 messages and
+  closes it, setting ``stdout_truncated``, when the reader falls behind (checked here).
+- lightkube always sends ``stdin=true`` (its ``exec`` puts the key in the query even without
+  stdin); a command that reads stdin would wait for it.
 """
 
 from __future__ import annotations
