@@ -27,7 +27,8 @@ The peers and their calls (each reads stdout as it comes, never a whole-output b
   ``connect_get_namespaced_pod_exec(..., _preload_content=False)``, likewise.
 - ``kr8s``: ``kr8s.asyncio`` ``Pod.exec(command, stdout=writer, capture_output=False)``.
 - ``kubex`` / ``kubex-httpx``: Kubex's experimental ``Api(Pod).exec.stream(...)`` on its aiohttp
-  client (what ``create_client()`` picks when both are installed) or on httpx + httpx-ws.
+  client (what ``create_client()`` picks when both are installed) or on httpx + httpx-ws;
+  ``kubex-run``: its ``exec.run(...)`` (aiohttp), which gathers the whole output in memory.
 - ``lightkube`` / ``lightkube-async``: ``Client.exec`` / ``AsyncClient.exec`` (lightkube 1.0+)
   with ``stdout=writer``; an older lightkube has no exec: "not supported".
 
@@ -296,7 +297,11 @@ def _read_yaml(path: str) -> Any:
         return safe_load(file)
 
 
-def _kubex(choice: str) -> Callable[[Target, list[str]], Any]:
+def _kubex(choice: str, collect: bool = False) -> Callable[[Target, list[str]], Any]:
+    """Kubex on its ``choice`` of HTTP client; ``collect``: ``exec.run()`` (the whole output
+    gathered in memory, unbounded) instead of iterating ``exec.stream()``'s stdout."""
+    name = f"kubex ({choice}{', run()' if collect else ''})"
+
     @asynccontextmanager
     async def peer(target: Target, notes: list[str]) -> AsyncIterator[AsyncRun]:
         from kubex.api import Api
@@ -308,15 +313,21 @@ def _kubex(choice: str) -> Callable[[Target, list[str]], Any]:
         kubeconfig = KubeConfig.model_validate(_read_yaml(target.kubeconfig))
         configuration = await configure_from_kubeconfig(kubeconfig)
         client = await create_client(configuration, ClientChoice(choice))
-        notes.append(
-            f"kubex ({choice}): Api(Pod).exec.stream() (experimental; v5.channel.k8s.io only, "
-            "so Kubernetes >= 1.30), stdout iterated; its per-channel buffer of 128 messages "
-            "closes stdout when the reader falls behind (stdout_truncated)"
-        )
+        if collect:
+            notes.append(
+                f"{name}: Api(Pod).exec.run() (experimental; v5.channel.k8s.io only, so "
+                "Kubernetes >= 1.30): the whole output gathered in memory, then counted"
+            )
+        else:
+            notes.append(
+                f"{name}: Api(Pod).exec.stream() (experimental; v5.channel.k8s.io only, so "
+                "Kubernetes >= 1.30), stdout iterated; its per-channel buffer of 128 messages "
+                "closes stdout when the reader falls behind (stdout_truncated: a failure here)"
+            )
         async with client:
             api: Any = Api(Pod, client=client, namespace=target.namespace)
 
-            async def run(command: list[str], out: Counter) -> None:
+            async def stream(command: list[str], out: Counter) -> None:
                 async with api.exec.stream(
                     target.pod, command=command, container=target.container, stderr=True
                 ) as session:
@@ -324,10 +335,18 @@ def _kubex(choice: str) -> Callable[[Target, list[str]], Any]:
                         out.write(chunk)
                     status = await session.wait_for_status()
                     if session.stdout_truncated:
-                        raise ExecFailed(f"kubex ({choice}): stdout truncated (buffer full)")
-                _check_status(f"kubex ({choice})", None if status is None else status.status)
+                        raise ExecFailed(
+                            f"{name}: stdout truncated after {out.received:,} bytes "
+                            "(its 128-message buffer was full)"
+                        )
+                _check_status(name, None if status is None else status.status)
 
-            yield run
+            async def run(command: list[str], out: Counter) -> None:
+                result = await api.exec.run(target.pod, command=command, container=target.container)
+                out.write(result.stdout)
+                _check_status(name, SUCCESS if result.exit_code == 0 else f"{result.status}")
+
+            yield run if collect else stream
 
     return peer
 
@@ -417,6 +436,7 @@ PEERS: dict[str, Peer] = {
     "kr8s": Peer(kr8s, True, ("kr8s", "httpx", "httpx-ws")),
     "kubex": Peer(_kubex("aiohttp"), True, ("kubex", "aiohttp")),
     "kubex-httpx": Peer(_kubex("httpx"), True, ("kubex", "httpx", "httpx-ws")),
+    "kubex-run": Peer(_kubex("aiohttp", collect=True), True, ("kubex", "aiohttp")),
     "lightkube": Peer(lightkube, False, ("lightkube", "httpx2")),
     "lightkube-async": Peer(lightkube_async, True, ("lightkube", "httpx2")),
 }

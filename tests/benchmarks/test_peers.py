@@ -35,6 +35,7 @@ ALL_PEERS = (
     "kr8s",
     "kubex",
     "kubex-httpx",
+    "kubex-run",
     "lightkube",
     "lightkube-async",
 )
