@@ -58,6 +58,7 @@ import os
 import statistics
 import sys
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -517,16 +518,26 @@ def measure(
         iterations=iterations if kind == "latency" else 1, versions=versions(peer),
     )  # fmt: skip
     try:
-        if PEERS[peer].is_async:
-            answer.value = asyncio.run(
-                _async_measure(peer, kind, target, size, iterations, answer.notes)
-            )
-        else:
-            answer.value = _sync_measure(peer, kind, target, size, iterations, answer.notes)
+        # What a peer warns (kr8s: "Kubernetes version v1.37.2 is not supported") goes in notes.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _measure_into(answer, target, size, iterations)
+        seen = dict.fromkeys(f"{peer} warned: {w.message}" for w in caught)
+        answer.notes.extend(seen)
     except NotSupported as reason:
         answer.supported = False
         answer.notes.append(str(reason))
     return answer
+
+
+def _measure_into(answer: Measurement, target: Target, size: int, iterations: int) -> None:
+    peer, kind = answer.peer, answer.kind
+    if PEERS[peer].is_async:
+        answer.value = asyncio.run(
+            _async_measure(peer, kind, target, size, iterations, answer.notes)
+        )
+    else:
+        answer.value = _sync_measure(peer, kind, target, size, iterations, answer.notes)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
