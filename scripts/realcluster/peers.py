@@ -36,16 +36,23 @@ Quirks found (each run's ``notes`` repeat the ones of its peer):
 - official (sync): ``capture_all`` is forced on through ``stream()``, so every byte is also
   kept in memory; ``update()`` takes every frame already waiting and joins them with
   ``bytes +=``: quadratic while the server keeps ahead (on the sandbox 20 MB ran at 110 MB/s,
-  40 MB at 2 MB/s). Its ``_preload_content=True`` form joins all output that way.
+  40 MB at 2 MB/s; on the real 1.37 cluster 10 MB at 1.8 MB/s, 20 MB at 0.7 MB/s, 50 MB not
+  done in 85 s). Its ``_preload_content=True`` form joins all output that way. Give it a
+  smaller ``--bytes`` and say so.
 - kubernetes.aio and kubernetes_asyncio ask only ``v4.channel.k8s.io`` and leave the channel
   bytes to the caller; their preload form decodes everything as UTF-8 text.
 - kr8s asks only v4 and, by default (``capture_output=True``), grows stdout with ``bytes +=``
   (quadratic); with a writer and ``capture_output=False`` it streams. Its ``api()`` GETs
   ``/version/`` (the sandbox answers it since this module).
 - Kubex asks only v5 (Kubernetes >= 1.30); ``stream()`` bounds each channel to 128 messages and
-  closes it, setting ``stdout_truncated``, when the reader falls behind (checked here).
+  closes it, setting ``stdout_truncated``, when the reader falls behind (checked here: a
+  failure). On the real 1.37 cluster it truncated 100 MB after 552,960 bytes, twice;
+  ``kubex-run`` (``exec.run()``, unbounded) does the size.
 - lightkube always sends ``stdin=true`` (its ``exec`` puts the key in the query even without
-  stdin); a command that reads stdin would wait for it.
+  stdin); a command that reads stdin would wait for it. Its WebSockets (httpx2) over TLS broke
+  on the real 1.37 cluster in 4 of 6 sync runs and 1 of 5 async ones (``SSL:
+  WRONG_VERSION_NUMBER`` / ``DECRYPTION_FAILED_OR_BAD_RECORD_MAC``, the apiserver logging
+  "tls: bad record MAC" from the client); the sandbox (plain HTTP) never did.
 """
 
 from __future__ import annotations
