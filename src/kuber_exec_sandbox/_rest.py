@@ -135,7 +135,8 @@ def collection_route(path: str) -> tuple[str, str, str | None] | None:
 
 def _discovery_answer(path: str, accept: str, offer_v5: bool, address: str) -> RestResponse | None:
     aggregated = _discovery.wants_aggregated(accept)
-    if path == "/version":
+    # kr8s asks "/version/"; the apiserver answers both spellings.
+    if path in ("/version", "/version/"):
         return json_response(_discovery.version_info(offer_v5))
     if path == "/api":
         if aggregated:

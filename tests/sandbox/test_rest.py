@@ -43,6 +43,7 @@ def get(http: httpx.Client, path: str, **params: Any) -> Any:
 def test_version_and_legacy_discovery(served: tuple[Sandbox, httpx.Client]) -> None:
     _, http = served
     assert get(http, "/version")["minor"] == "32"
+    assert get(http, "/version/") == get(http, "/version")  # kr8s's spelling
     assert get(http, "/api")["versions"] == ["v1"]
     groups = get(http, "/apis")["groups"]
     assert [g["name"] for g in groups] == ["apps"]
