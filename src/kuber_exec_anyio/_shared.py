@@ -41,6 +41,7 @@ from kuber_exec_core import (
     ResolvedTarget,
     Stderr,
     Stdout,
+    Subprotocol,
     Workspace,
 )
 from kuber_exec_core.sharing import (
@@ -166,7 +167,8 @@ class Viewer:
     @property
     def position(self) -> int:
         """The offset of the next byte this viewer will be sent."""
-        return self._shared._output.cursors[self._state.key].position
+        cursor = self._shared._output.cursors.get(self._state.key)
+        return self._shared.bytes_written if cursor is None else cursor.position
 
     @property
     def _current(self) -> bool:
@@ -220,6 +222,7 @@ class Viewer:
             return
         if isinstance(frame, Resize):
             self._shared.size = frame
+            self._shared._roster.notify()
         await self._shared._session.send(frame)
 
     async def end(self) -> None:
@@ -227,7 +230,8 @@ class Viewer:
         await self.send(Close())
 
     def leave(self) -> None:
-        """Leave for good: this viewer's place is dropped and it cannot attach again."""
+        """Leave for good: this viewer's place is dropped and it cannot attach again. When
+        the last viewer leaves, the session ends at once (no grace period)."""
         self._shared._leave(self._state)
 
 
@@ -253,6 +257,9 @@ class SharedSession:
         self._grace = grace
         self._viewers: dict[str, _ViewerState] = {}
         self._changed = _Signal()
+        # Viewers came, went or left, or the owner resized: a narrower signal than _changed
+        # (which every output chunk sets), for whoever shows who is watching.
+        self._roster = _Signal()
         self._final: Exit | Error | None = None
         self._ending = False
         self.ended = anyio.Event()
@@ -265,6 +272,19 @@ class SharedSession:
     @property
     def target(self) -> ResolvedTarget:
         return self._session.target
+
+    @property
+    def protocol(self) -> Subprotocol:
+        """The exec's negotiated subprotocol."""
+        return self._session.protocol
+
+    def role_of(self, key: str) -> Role:
+        """The role of the viewer whose secret is ``key``; ``EXEC_TARGET_NOT_FOUND`` when no
+        viewer of this session has it."""
+        state = self._viewers.get(key) if isinstance(key, str) else None
+        if state is None:
+            raise ExecError(ExecErrorCode.TARGET_NOT_FOUND, "no such viewer in this session")
+        return state.role
 
     @property
     def final_frame(self) -> Exit | Error | None:
@@ -289,7 +309,12 @@ class SharedSession:
         """How many viewers are attached now."""
         return sum(1 for state in self._viewers.values() if state.attached)
 
+    async def roster_changed(self) -> None:
+        """Returns at the next change of :attr:`viewers` or :attr:`size`, or the end."""
+        await self._roster.wait()
+
     def _audit(self, phase: ViewerPhase, state: _ViewerState) -> None:
+        self._roster.notify()
         if self._session.audit is not None:
             self._session.audit.viewer(phase, state.id, state.role.value)
 
@@ -358,6 +383,8 @@ class SharedSession:
                 self._output.detach(state.key)
                 self._audit("detached", state)
                 self._changed.notify()
+                if self.ended.is_set():
+                    self._leave(state)
 
     def _leave(self, state: _ViewerState) -> None:
         if state.left:
@@ -370,6 +397,10 @@ class SharedSession:
         self._viewers.pop(state.key, None)
         self._audit("left", state)
         self._changed.notify()
+        if not self._viewers and self._final is None and not self._ending:
+            # Nobody can come back (a new viewer needs a join token): end now, not after
+            # the grace period.
+            self._end("every viewer left")
 
     def _end(self, message: str) -> None:
         """End the session for everyone through the core's own end (cleanup as usual)."""
@@ -395,8 +426,11 @@ class SharedSession:
                 self._final = Error(ExecErrorCode.ABORTED, "the shared session was stopped")
             self.ended.set()
             self._changed.notify()
+            self._roster.notify()
+            # Attached viewers read to the end first, and leave as they detach.
             for state in list(self._viewers.values()):
-                self._leave(state)
+                if not state.attached:
+                    self._leave(state)
 
     async def _pump(self) -> None:
         output = self._output
@@ -517,17 +551,22 @@ class SessionHost:
         """
         if self._tasks is None:
             raise ExecError(ExecErrorCode.ABORTED, "the session host is not running")
-        session: SharedSession = await self._tasks.start(self._run, request, cleanup, recording)
+        session: SharedSession = await self._tasks.start(self.run, request, cleanup, recording)
         return session
 
-    async def _run(
+    async def run(
         self,
         request: ExecRequest,
-        cleanup: bool | None,
-        recording: Recording | None,
+        cleanup: bool | None = None,
+        recording: Recording | None = None,
         *,
-        task_status: TaskStatus[SharedSession],
+        task_status: TaskStatus[SharedSession] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
+        """Run one shared session in the calling task, until it ends: ``shared = await
+        tasks.start(host.run, request)`` in a task group of the caller's (an app without a
+        long-lived task group of its own hosts each session in the request handler that
+        opened it; the host then needs no ``async with``). Errors before the session runs
+        are raised from ``start``; its end never raises."""
         started = False
         try:
             async with self.service.open_interactive(

@@ -40,12 +40,12 @@ def terminal(
 
 
 async def control(ws: ClientConnection) -> dict[str, Any]:
-    """The next JSON message, skipping output and pings."""
+    """The next JSON message, skipping output, pings and the list of viewers."""
     while True:
         message = await ws.recv()
         if isinstance(message, str):
             value = cast(dict[str, Any], json.loads(message))
-            if value["type"] != "ping":
+            if value["type"] not in ("ping", "viewers"):
                 return value
 
 
