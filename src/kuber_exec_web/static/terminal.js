@@ -68,6 +68,8 @@
     viewers: [],
     shareLinks: {},
     refusals: [],
+    bytesSent: 0,
+    crc: 0, // CRC-32 of the whole output stream received: compared with the recording's.
     transfers: [], // Each finished upload or download: { kind, name, ok, status, result }.
     screen() {
       const buffer = term.buffer.active;
@@ -82,6 +84,17 @@
     },
   };
   window.kuberExec = state; // For the tests, and the curious.
+
+  const CRC_TABLE = new Int32Array(256).map((_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k += 1) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c;
+  });
+  function crc32(bytes, previous) {
+    let c = ~previous;
+    for (let i = 0; i < bytes.length; i += 1) c = CRC_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
+    return ~c >>> 0;
+  }
 
   function setStatus(text, kind) {
     statusLine.textContent = text;
@@ -133,7 +146,10 @@
   }
   function sendBytes(bytes) {
     if (state.role === "observer") return; // Read-only: the app would refuse it.
-    if (socket && socket.readyState === WebSocket.OPEN && !state.ended) socket.send(bytes);
+    if (socket && socket.readyState === WebSocket.OPEN && !state.ended) {
+      socket.send(bytes);
+      state.bytesSent += bytes.length;
+    }
   }
 
   // Offsets in the session's output stream: received (the next byte to come, where a
@@ -199,6 +215,7 @@
       const bytes = new Uint8Array(event.data);
       state.bytesReceived += bytes.length;
       state.received += bytes.length;
+      state.crc = crc32(bytes, state.crc);
       writing += 1;
       term.write(bytes, () => written(bytes.length));
       return;
