@@ -249,8 +249,9 @@ class SharedSession:
         *,
         ring_bytes: int,
         grace: float,
+        session_id: str | None = None,
     ) -> None:
-        self.id = secrets.token_urlsafe(16)
+        self.id = session_id if session_id is not None else secrets.token_urlsafe(16)
         self.workspace = workspace
         self._session = session
         self._output = SharedOutput(ring_bytes)
@@ -485,6 +486,10 @@ class SessionHost:
         secret: the join tokens' HMAC key (at least 32 bytes); ``None``: a random one (tokens
             then work on this host only).
         clock: the wall clock tokens expire by (seconds since the epoch).
+        replica: this host's address as the other replicas reach it (``host:port``): each
+            session id then names it, signed with ``secret`` (:meth:`holder_of`), so that a
+            replica a viewer reconnects to can find the session's (the browser terminal
+            relays to it).
 
     Raises ``ExecError(EXEC_INVALID)`` for a bad ``ring_bytes``, ``grace`` or ``secret``.
     """
@@ -497,6 +502,7 @@ class SessionHost:
         grace: float = DEFAULT_GRACE,
         secret: bytes | None = None,
         clock: Callable[[], float] = time.time,
+        replica: str | None = None,
     ) -> None:
         if isinstance(ring_bytes, bool) or not isinstance(ring_bytes, int) or ring_bytes <= 0:
             raise ExecError(ExecErrorCode.INVALID, "ring_bytes must be a positive integer")
@@ -505,6 +511,8 @@ class SessionHost:
         self.grace = _validate_positive(grace, "grace")
         self._signer = JoinSigner(secret if secret is not None else secrets.token_bytes(32))
         self._clock = clock
+        #: This host's address as other replicas reach it (``host:port``), or ``None``.
+        self.replica = replica
         self._sessions: dict[str, SharedSession] = {}
         self._tasks: TaskGroup | None = None
 
@@ -572,8 +580,15 @@ class SessionHost:
             async with self.service.open_interactive(
                 request, tty=True, cleanup=cleanup, recording=recording
             ) as session:
+                session_id = None
+                if self.replica is not None:
+                    session_id = self._signer.session_id(secrets.token_urlsafe(16), self.replica)
                 shared = SharedSession(
-                    session, request.workspace, ring_bytes=self.ring_bytes, grace=self.grace
+                    session,
+                    request.workspace,
+                    ring_bytes=self.ring_bytes,
+                    grace=self.grace,
+                    session_id=session_id,
                 )
                 self._sessions[shared.id] = shared
                 try:
@@ -595,6 +610,11 @@ class SessionHost:
         if session is None:
             raise ExecError(ExecErrorCode.TARGET_NOT_FOUND, "no such shared session here")
         return session
+
+    def holder_of(self, session_id: str) -> str | None:
+        """The replica holding ``session_id`` as its id says (``None``: the id names none, or
+        its signature does not match this host's secret)."""
+        return self._signer.holder_of(session_id)
 
     def issue_token(self, session_id: str, role: Role | str, ttl: float = 3600.0) -> str:
         """A join token for ``role`` in ``session_id``, valid for ``ttl`` seconds."""

@@ -58,6 +58,7 @@ DEFAULT_RING_BYTES = 4 * 1024 * 1024
 # The ring stores output as chunks; small frames are merged into a tail chunk up to this size,
 # so that a stream of one-byte frames does not cost an object per byte.
 _MERGE_BELOW = 4096
+_URL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 #: The shortest join-token secret accepted.
 MIN_SECRET_BYTES = 32
 
@@ -396,6 +397,30 @@ class JoinSigner:
         ).encode()
         encoded = _b64(payload).encode("ascii")
         return f"{encoded.decode('ascii')}.{_b64(self._sign(encoded))}"
+
+    def session_id(self, nonce: str, replica: str) -> str:
+        """A session id naming the replica that holds it: ``<nonce>.<replica, hex>.<mac>``,
+        so that any replica sharing the secret can find the holder, and nobody can make a
+        replica connect to an address of their choosing (:meth:`holder_of` checks the mac)."""
+        if not nonce or not set(nonce) <= _URL_SAFE:
+            raise ExecError(ExecErrorCode.INVALID, "a session nonce must be URL-safe")
+        body = f"{nonce}.{replica.encode('utf-8').hex()}"
+        return f"{body}.{_b64(self._sign(b'session:' + body.encode('ascii'))[:16])}"
+
+    def holder_of(self, session_id: str) -> str | None:
+        """The replica a :meth:`session_id` names, or ``None`` for an id without one or with
+        a mac that does not match (never an error: the session is then simply not found)."""
+        if not isinstance(session_id, str) or session_id.count(".") != 2 or len(session_id) > 600:
+            return None
+        nonce, replica_hex, mac = session_id.split(".")
+        body = f"{nonce}.{replica_hex}"
+        try:
+            expected = _b64(self._sign(b"session:" + body.encode("ascii"))[:16])
+            if not hmac.compare_digest(mac.encode("ascii"), expected.encode("ascii")):
+                return None
+            return bytes.fromhex(replica_hex).decode("utf-8")
+        except (UnicodeError, ValueError):
+            return None
 
     def verify(self, token: str, session: str, now: float) -> JoinClaims:
         """The claims of ``token`` for ``session`` at time ``now``; raises

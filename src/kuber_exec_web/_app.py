@@ -144,6 +144,7 @@ def create_app(
     ring_bytes: int = DEFAULT_RING_BYTES,
     join_secret: bytes | None = None,
     share_ttl: float = 3600.0,
+    replica_address: str | None = None,
 ) -> Starlette:
     """The browser terminal: a page and a WebSocket that opens ``command`` with a TTY.
 
@@ -175,6 +176,10 @@ def create_app(
         join_secret: the key (at least 32 bytes) share links' join tokens are signed with;
             the same on every replica. ``None``: a random one (links work on this process).
         share_ttl: seconds a share link stays valid (default one hour).
+        replica_address: with several replicas behind a load balancer, this one's
+            ``host:port`` as the others reach it: a page reconnecting to another replica is
+            relayed to this one (its terminal's id names it, signed with ``join_secret``,
+            which must then be the same on every replica).
 
     Raises:
         ExecError: ``EXEC_INVALID`` when ``ping_interval`` is not a number in (0, 30] or
@@ -217,7 +222,13 @@ def create_app(
         allowed_origins=None if allowed_origins is None else frozenset(allowed_origins),
         recordings=store,
         registry=registry,
-        host=SessionHost(service, ring_bytes=ring_bytes, grace=reconnect_grace, secret=join_secret),
+        host=SessionHost(
+            service,
+            ring_bytes=ring_bytes,
+            grace=reconnect_grace,
+            secret=join_secret,
+            replica=replica_address,
+        ),
         share_ttl=share_ttl,
     )
 

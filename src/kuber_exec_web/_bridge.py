@@ -58,6 +58,7 @@ from ._authorize import (
     call_authorize,
 )
 from ._recordings import RecordingStore
+from ._relay import RelayFailed, relay_connect
 from ._transfer import Terminal, TerminalRegistry
 
 __all__ = ["PROTOCOL", "TerminalEndpoint"]
@@ -128,7 +129,9 @@ class _Channel:
             await self._send({"type": "websocket.send", "bytes": data})
 
     async def send_json(self, value: dict[str, object]) -> None:
-        text = json.dumps(value, ensure_ascii=False)
+        await self.send_text(json.dumps(value, ensure_ascii=False))
+
+    async def send_text(self, text: str) -> None:
         async with self._lock:
             await self._send({"type": "websocket.send", "text": text})
 
@@ -365,6 +368,14 @@ class TerminalEndpoint:
         session_id = query["session"]
         key = _offered(websocket, VIEWER_PREFIX)
         token = _offered(websocket, JOIN_PREFIX)
+        holder = self.host.holder_of(session_id)
+        if (
+            holder is not None
+            and holder != self.host.replica
+            and session_id not in {s.id for s in self.host.sessions}
+        ):
+            await self._relay(websocket, channel, holder)
+            return
         try:
             shared = self.host.get(session_id)
             if key is not None:
@@ -409,6 +420,62 @@ class TerminalEndpoint:
             await channel.send_json(
                 {"type": "error", "code": error.code.value, "message": error.message}
             )
+
+    async def _relay(self, websocket: WebSocket, channel: _Channel, holder: str) -> None:
+        """Pass the page's WebSocket through to the replica holding its session."""
+        query = websocket.scope.get("query_string", b"").decode("latin-1")
+        target = f"{websocket.url.path}?{query}"
+        try:
+            upstream = await relay_connect(
+                holder, target, list(websocket.scope.get("subprotocols", ()))
+            )
+        except RelayFailed as failed:
+            logger.info("terminal relay failed: %s", failed)
+            await channel.send_json(
+                {"type": "error", "code": ExecErrorCode.FAILED.value, "message": str(failed)}
+            )
+            await channel.close(CLOSE_REFUSED, "session gone")
+            return
+        try:
+            async with anyio.create_task_group() as tasks:
+
+                async def down() -> None:
+                    try:
+                        while (message := await upstream.receive()) is not None:
+                            if isinstance(message, bytes):
+                                await channel.send_bytes(message)
+                            else:
+                                await channel.send_text(message)
+                    finally:
+                        tasks.cancel_scope.cancel()
+
+                tasks.start_soon(down)
+                try:
+                    while True:
+                        message = await channel.receive()
+                        if message.get("bytes") is not None:
+                            await upstream.send(bytes(message["bytes"]))
+                        elif message.get("text") is not None:
+                            await upstream.send(str(message["text"]))
+                except (_Disconnected, OSError, anyio.BrokenResourceError):
+                    pass
+                finally:
+                    tasks.cancel_scope.cancel()
+        finally:
+            await upstream.aclose(clean=channel.closed_by_page)
+        if channel.open:
+            if upstream.close_code in (None, 1006):
+                # The holder went away without a word: it was killed. Tell the page, which then
+                # does not retry (the session is gone with its replica).
+                gone = "the replica holding this session is gone"
+                with contextlib.suppress(_Disconnected):
+                    await channel.send_json(
+                        {"type": "error", "code": ExecErrorCode.FAILED.value, "message": gone}
+                    )
+                channel.close_code, channel.close_reason = CLOSE_REFUSED, "session gone"
+            else:
+                channel.close_code = upstream.close_code
+                channel.close_reason = upstream.close_reason
 
     async def _bridge(
         self, shared: SharedSession, viewer: Viewer, channel: _Channel, *, open_ms: float

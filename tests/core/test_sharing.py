@@ -277,3 +277,20 @@ def test_token_refusals_and_secrecy() -> None:
         JoinSigner(b"short")
     with pytest.raises(ExecError, match="no such role"):
         signer.issue("s1", "admin", 1.0)  # type: ignore[arg-type]
+
+
+@given(
+    nonce=st.text(alphabet="abcXYZ019-_", min_size=1, max_size=30),
+    replica=st.text(min_size=1, max_size=60),
+)
+def test_session_ids_name_their_replica_and_cannot_be_forged(nonce: str, replica: str) -> None:
+    signer = JoinSigner(SECRET)
+    session_id = signer.session_id(nonce, replica)
+    assert signer.holder_of(session_id) == replica
+    assert JoinSigner(b"o" * 32).holder_of(session_id) is None
+    head, _, mac = session_id.rpartition(".")
+    other = signer.session_id(nonce, replica + "x")
+    # Another replica's address under this id's mac: refused.
+    assert signer.holder_of(other.rpartition(".")[0] + "." + mac) is None
+    for bad in ("", "a.b", "a.zz.c", head + ".", 3):
+        assert signer.holder_of(bad) is None  # type: ignore[arg-type]

@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--kubeconfig-url", default=None)
     parser.add_argument("--token", default=None)
     parser.add_argument("--join-secret", default=None)
+    parser.add_argument("--replica", action="store_true", help="relay to other replicas")
     return parser
 
 
@@ -52,7 +53,9 @@ def _cluster(url: str | None) -> Iterator[str]:
         yield sandbox.url
 
 
-def _app(adapter: Any, backend: Any, audit: Any, args: argparse.Namespace, token: str) -> Any:
+def _app(
+    adapter: Any, backend: Any, audit: Any, args: argparse.Namespace, token: str, port: int
+) -> Any:
     return create_app(
         adapter.ExecService(backend, audit=audit),
         token_authorizer(token, DEMO_WORKSPACE),
@@ -61,6 +64,7 @@ def _app(adapter: Any, backend: Any, audit: Any, args: argparse.Namespace, token
         recordings=args.record_dir,
         reconnect_grace=args.grace,
         join_secret=None if args.join_secret is None else bytes.fromhex(args.join_secret),
+        replica_address=f"127.0.0.1:{port}" if args.replica else None,
     )
 
 
@@ -87,7 +91,7 @@ def main() -> int:
             async def serve_asyncio() -> None:
                 with adapter.JsonLinesAuditLog(args.audit_log) as audit:
                     async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
-                        app = _app(adapter, backend, audit, args, token)
+                        app = _app(adapter, backend, audit, args, token, port)
                         config = uvicorn.Config(
                             app, lifespan="off", log_level="warning", timeout_graceful_shutdown=3
                         )
@@ -108,7 +112,7 @@ def main() -> int:
                 async with adapter_trio.KubernetesBackend(
                     adapter_trio.ClusterConfig(url)
                 ) as backend:
-                    app = _app(adapter_trio, backend, audit, args, token)
+                    app = _app(adapter_trio, backend, audit, args, token, port)
                     config = Config()
                     config.bind = [f"fd://{listener.fileno()}"]
                     config.accesslog = None
