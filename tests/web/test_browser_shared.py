@@ -51,7 +51,8 @@ METRICS = ARTIFACTS / "shared-terminal-metrics.json"
 
 
 class Server:
-    def __init__(self, process: DemoProcess, recordings: Path) -> None:
+    def __init__(self, process: DemoProcess, recordings: Path, runtime: str) -> None:
+        self.runtime = runtime
         self.process = process
         self.recordings = recordings
         self.address = process.base.removeprefix("http://").rstrip("/")
@@ -80,7 +81,7 @@ def server(
         command=(sys.executable, str(SERVER)),
     )
     try:
-        yield Server(process, recordings)
+        yield Server(process, recordings, request.param)
     finally:
         process.stop()
 
@@ -208,7 +209,7 @@ def test_a_dropped_page_comes_back_to_the_same_shell(server: Server, scenario: s
     assert received == len(recorded), "the page got more or fewer bytes than the session sent"
     assert crc == zlib.crc32(recorded), "a byte was lost or repeated across the drops"
     assert proxy.cuts == DROP_TRIES
-    _record(f"reattach_seconds_{scenario}_{id(server) % 1000}", reattach)
+    _record(f"reattach_seconds_{server.runtime}_{scenario}_{DROP_SECONDS:g}s", reattach)
 
 
 def test_an_owner_shares_with_an_observer_in_another_browser(server: Server) -> None:
