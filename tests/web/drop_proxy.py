@@ -47,9 +47,9 @@ class DropProxy:
             doomed = list(self._sockets)
             self._sockets.clear()
         for sock in doomed:
+            # The pumps see their sockets fail and close them.
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
 
     def remove_target(self, target: str) -> None:
         """Stop sending new connections to ``target`` (a replica that was killed)."""
@@ -80,24 +80,31 @@ class DropProxy:
             self.connections += 1
             with self._lock:
                 self._sockets.update((client, upstream))
+            done = [0]  # Directions finished: the sockets close after both.
             for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+                threading.Thread(target=self._pump, args=(source, sink, done), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, done: list[int]) -> None:
         try:
             while chunk := source.recv(65536):
                 sink.sendall(chunk)
+            # A half-close, as TCP does: the other direction may still carry a Close frame.
+            with contextlib.suppress(OSError):
+                sink.shutdown(socket.SHUT_WR)
         except OSError:
-            pass
-        finally:
             for sock in (source, sink):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+        finally:
             with self._lock:
-                self._sockets.discard(source)
-                self._sockets.discard(sink)
-            for sock in (source, sink):
-                sock.close()
+                done[0] += 1
+                last = done[0] == 2
+                if last:
+                    self._sockets.discard(source)
+                    self._sockets.discard(sink)
+            if last:
+                source.close()
+                sink.close()
 
     @contextmanager
     def running(self) -> Iterator[str]:
