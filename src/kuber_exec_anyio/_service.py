@@ -315,6 +315,7 @@ class ExecService:
                         deadlines,
                         recorder,
                         initial_frames=initial,
+                        audit=record,
                     )
                     attempt.hand_over()
                     async with (

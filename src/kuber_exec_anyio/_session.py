@@ -44,6 +44,7 @@ from kuber_exec_core import (
 from kuber_exec_core.limits import SessionDeadlines
 from kuber_exec_core.state import SessionState
 
+from ._audit._record import AuditRecord
 from ._audit._recording import SessionRecorder
 from ._backend import ExecConnection
 from ._drivers import pump_session
@@ -75,6 +76,7 @@ class InteractiveSession:
         recorder: SessionRecorder | None = None,
         *,
         initial_frames: Sequence[ServerFrame] = (),
+        audit: AuditRecord | None = None,
     ) -> None:
         self.target = target
         # Pulled before the session was handed over (while its start mark was awaited).
@@ -89,6 +91,8 @@ class InteractiveSession:
         watched = deadlines is not None and deadlines.watches_activity
         self._deadlines = deadlines if watched else None
         self._recorder = recorder
+        #: The session's audit record (a shared session adds its viewers' events to it).
+        self.audit = audit
         # anyio.lowlevel.checkpoint_if_cancelled asks sniffio for the running library on every
         # call, which was a measurable share of a frame's cost: the backend is looked up once.
         self._checkpoint_if_cancelled = get_async_backend().checkpoint_if_cancelled

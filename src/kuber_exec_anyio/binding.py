@@ -26,6 +26,9 @@ from kuber_exec_core import Stdout as Stdout
 from kuber_exec_core import Workspace as Workspace
 from kuber_exec_core.copy import CopyError as CopyError
 from kuber_exec_core.copy import CopyProblem as CopyProblem
+from kuber_exec_core.sharing import Chunk as Chunk
+from kuber_exec_core.sharing import Missed as Missed
+from kuber_exec_core.sharing import Role as Role
 
 from ._audit._log import JsonLinesAuditLog as JsonLinesAuditLog
 from ._audit._record import AuditEvent as AuditEvent
@@ -47,6 +50,9 @@ from ._kubernetes._preflight import ExecPreflight as ExecPreflight
 from ._limits import SessionLimits as SessionLimits
 from ._service import ExecService as ExecService
 from ._session import InteractiveSession as InteractiveSession
+from ._shared import SessionHost as SessionHost
+from ._shared import SharedSession as SharedSession
+from ._shared import Viewer as Viewer
 
 __all__ = [
     # the service
@@ -62,6 +68,13 @@ __all__ = [
     "Recording",
     "RecordingSink",
     "SessionLimits",
+    # shared sessions
+    "Chunk",
+    "Missed",
+    "Role",
+    "SessionHost",
+    "SharedSession",
+    "Viewer",
     # copying files
     "CopyError",
     "CopyProblem",

@@ -22,7 +22,8 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from kuber_exec_anyio import ExecError, ExecErrorCode, ExecService
+from kuber_exec_anyio import ExecError, ExecErrorCode, ExecService, SessionHost
+from kuber_exec_core.sharing import DEFAULT_RING_BYTES
 
 from ._authorize import Authorize
 from ._bridge import PROTOCOL, TerminalEndpoint
@@ -110,6 +111,11 @@ def _page(
     <button type="submit">Connect</button>
   </form>
   <span id="status" role="status">connecting&hellip;</span>{replay_link}{transfer_form}
+  <span id="viewers" role="status"></span>
+  <span id="owner" hidden><button type="button" data-share="peer">Share (peer)</button>
+    <button type="button" data-share="observer">Share (observer)</button>
+    <button type="button" id="end-session">End session</button>
+    <input id="share-link" readonly hidden size="40" aria-label="share link"></span>
 </header>
 <main id="terminal"></main>
 <script src="assets/xterm/lib/xterm.js"></script>
@@ -134,6 +140,11 @@ def create_app(
     recordings: str | os.PathLike[str] | None = None,
     file_transfer: bool = True,
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+    reconnect_grace: float = 60.0,
+    ring_bytes: int = DEFAULT_RING_BYTES,
+    join_secret: bytes | None = None,
+    share_ttl: float = 3600.0,
+    replica_address: str | None = None,
 ) -> Starlette:
     """The browser terminal: a page and a WebSocket that opens ``command`` with a TTY.
 
@@ -158,6 +169,17 @@ def create_app(
             downloaded; each terminal's command then starts as ``env KUBER_EXEC_TERMINAL=...
             COMMAND`` so that its shell can be found (see docs/web.md).
         max_upload_bytes: the largest upload ``/files`` accepts (HTTP 413 above it).
+        reconnect_grace: seconds a terminal waits for a viewer after its last page left
+            (dropped or closed) before it ends and its shell is cleaned up (default 60).
+        ring_bytes: output kept per terminal for pages that dropped (default 4 MiB): a page
+            that comes back within it resumes where it was, byte for byte.
+        join_secret: the key (at least 32 bytes) share links' join tokens are signed with;
+            the same on every replica. ``None``: a random one (links work on this process).
+        share_ttl: seconds a share link stays valid (default one hour).
+        replica_address: with several replicas behind a load balancer, this one's
+            ``host:port`` as the others reach it: a page reconnecting to another replica is
+            relayed to this one (its terminal's id names it, signed with ``join_secret``,
+            which must then be the same on every replica).
 
     Raises:
         ExecError: ``EXEC_INVALID`` when ``ping_interval`` is not a number in (0, 30] or
@@ -200,6 +222,14 @@ def create_app(
         allowed_origins=None if allowed_origins is None else frozenset(allowed_origins),
         recordings=store,
         registry=registry,
+        host=SessionHost(
+            service,
+            ring_bytes=ring_bytes,
+            grace=reconnect_grace,
+            secret=join_secret,
+            replica=replica_address,
+        ),
+        share_ttl=share_ttl,
     )
 
     async def page(request: Request) -> Response:

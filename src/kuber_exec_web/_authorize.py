@@ -50,6 +50,12 @@ class TerminalRequest:
         container: the container asked for, if any.
         bearer_token: the token the page offered (``#token=`` in the page's URL), or the one of
             an ``Authorization: Bearer`` header; ``None`` if neither.
+        session: for a viewer joining or coming back to a shared terminal, its session id
+            (``None`` for a new terminal, whose caller is its owner).
+        role: with ``session``, the role asked for (``"owner"``, ``"peer"`` or
+            ``"observer"``): from a verified join token, or the returning viewer's own. Refuse
+            to keep a user out of a session or a role; a grant for another workspace than the
+            session's is refused by the app.
     """
 
     scope: Mapping[str, Any] = attrs.field(repr=False)
@@ -58,6 +64,8 @@ class TerminalRequest:
     deployment: str
     container: str | None
     bearer_token: str | None = attrs.field(repr=False)
+    session: str | None = None
+    role: str | None = None
 
 
 @attrs.frozen

@@ -32,28 +32,33 @@ import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from kuber_exec_anyio import (
+    Chunk,
     Error,
     ExecError,
     ExecErrorCode,
     ExecRequest,
     ExecService,
     Exit,
-    InteractiveSession,
+    Missed,
     Resize,
-    Stderr,
+    Role,
+    SessionHost,
+    SharedSession,
     Stdin,
-    Stdout,
+    Viewer,
 )
 
 from ._authorize import (
     BEARER_PREFIX,
     Authorize,
+    TerminalGrant,
     TerminalRefused,
     TerminalRequest,
     bearer_from_authorization,
     call_authorize,
 )
 from ._recordings import RecordingStore
+from ._relay import RelayFailed, relay_connect
 from ._transfer import Terminal, TerminalRegistry
 
 __all__ = ["PROTOCOL", "TerminalEndpoint"]
@@ -67,6 +72,14 @@ CLOSE_NORMAL = 1000
 CLOSE_REFUSED = 4403
 CLOSE_SILENT_PEER = 4408
 CLOSE_BAD_MESSAGE = 4400
+#: Another connection of the same viewer took over (the page does not reconnect).
+CLOSE_REPLACED = 4409
+#: The subprotocol prefixes a page offers its viewer key (coming back) or a join token with:
+#: secrets never go in a URL.
+VIEWER_PREFIX = "viewer."
+JOIN_PREFIX = "join."
+# A page closing with these leaves for good (a drop is 1006, and a page's own timeout 4408).
+_CLEAN_CLOSES = frozenset((1000, 1001))
 # A terminal's size the TTY starts with when the page sends none.
 _DEFAULT_SIZE = (80, 24)
 _MAX_DIMENSION = 10_000
@@ -108,13 +121,17 @@ class _Channel:
         #: How to close once the bridge is done (the heartbeat sets a silent peer's code).
         self.close_code = CLOSE_NORMAL
         self.close_reason = ""
+        #: The page closed on purpose (1000, or 1001 as a tab closes): it is not coming back.
+        self.closed_by_page = False
 
     async def send_bytes(self, data: bytes) -> None:
         async with self._lock:
             await self._send({"type": "websocket.send", "bytes": data})
 
     async def send_json(self, value: dict[str, object]) -> None:
-        text = json.dumps(value, ensure_ascii=False)
+        await self.send_text(json.dumps(value, ensure_ascii=False))
+
+    async def send_text(self, text: str) -> None:
         async with self._lock:
             await self._send({"type": "websocket.send", "text": text})
 
@@ -146,15 +163,23 @@ class _Channel:
             raise _Disconnected from error
         if message["type"] == "websocket.disconnect":
             self.open = False
+            self.closed_by_page = message.get("code") in _CLEAN_CLOSES
             raise _Disconnected
         self.last_heard = anyio.current_time()
         return message
 
 
-def _bearer_token(websocket: WebSocket) -> str | None:
+def _offered(websocket: WebSocket, prefix: str) -> str | None:
     for offered in websocket.scope.get("subprotocols", ()):
-        if offered.startswith(BEARER_PREFIX):
-            return str(offered[len(BEARER_PREFIX) :]) or None
+        if offered.startswith(prefix):
+            return str(offered[len(prefix) :]) or None
+    return None
+
+
+def _bearer_token(websocket: WebSocket) -> str | None:
+    offered = _offered(websocket, BEARER_PREFIX)
+    if offered is not None:
+        return offered
     return bearer_from_authorization(websocket.headers.get("authorization", ""))
 
 
@@ -181,6 +206,8 @@ class TerminalEndpoint:
         allowed_origins: frozenset[str] | None,
         recordings: RecordingStore | None = None,
         registry: TerminalRegistry | None = None,
+        host: SessionHost | None = None,
+        share_ttl: float = 3600.0,
     ) -> None:
         self.service = service
         self.authorize = authorize
@@ -192,6 +219,11 @@ class TerminalEndpoint:
         self.recordings = recordings
         #: With file transfer: where open terminals are found, their shells marked.
         self.registry = registry
+        #: Where the terminals' shared sessions run (each in the handler that opened it).
+        self.host = host if host is not None else SessionHost(service)
+        self.share_ttl = share_ttl
+        #: session id -> the file-transfer terminal id of that session.
+        self._terminal_ids: dict[str, str | None] = {}
 
     def origin_allowed(self, headers: Mapping[str, str]) -> bool:
         """Whether a request with these headers may come from its ``Origin``."""
@@ -221,26 +253,42 @@ class TerminalEndpoint:
         finally:
             await channel.close(channel.close_code, channel.close_reason)
 
-    async def _serve(self, websocket: WebSocket, channel: _Channel) -> None:
-        query = dict(websocket.query_params)
-        deployment = query.get("deployment") or self.default_deployment or ""
-        container = query.get("container") or None
-        request = TerminalRequest(
+    def _request(
+        self, websocket: WebSocket, deployment: str, container: str | None, **join: str | None
+    ) -> TerminalRequest:
+        return TerminalRequest(
             scope=websocket.scope,
             headers=dict(websocket.headers),
-            query=query,
+            query=dict(websocket.query_params),
             deployment=deployment,
             container=container,
             bearer_token=_bearer_token(websocket),
+            **join,
         )
+
+    async def _authorized(
+        self, channel: _Channel, request: TerminalRequest
+    ) -> TerminalGrant | None:
         try:
-            grant = await call_authorize(self.authorize, request)
+            return await call_authorize(self.authorize, request)
         except TerminalRefused as refused:
             logger.info("terminal refused by the authorization callable: %s", refused.message)
-            await channel.send_json(
-                {"type": "error", "code": "UNAUTHORIZED", "message": refused.message}
-            )
-            await channel.close(CLOSE_REFUSED, "not authorized")
+            await self._refuse(channel, refused.message)
+            return None
+
+    async def _refuse(self, channel: _Channel, message: str) -> None:
+        await channel.send_json({"type": "error", "code": "UNAUTHORIZED", "message": message})
+        await channel.close(CLOSE_REFUSED, "not authorized")
+
+    async def _serve(self, websocket: WebSocket, channel: _Channel) -> None:
+        query = dict(websocket.query_params)
+        if query.get("session"):
+            await self._rejoin(websocket, channel, query)
+            return
+        deployment = query.get("deployment") or self.default_deployment or ""
+        container = query.get("container") or None
+        grant = await self._authorized(channel, self._request(websocket, deployment, container))
+        if grant is None:
             return
         columns = _dimension(query.get("cols"), _DEFAULT_SIZE[0])
         rows = _dimension(query.get("rows"), _DEFAULT_SIZE[1])
@@ -262,96 +310,255 @@ class TerminalEndpoint:
             if self.recordings is None
             else await self.recordings.new(workspace, exec_request, columns, rows)
         )
-        try:
-            async with self.service.open_interactive(
-                exec_request, tty=True, recording=recording
-            ) as session:
-                await session.send(Resize(columns=columns, rows=rows))
+        # The session runs in this handler's task group: it outlives this WebSocket (the
+        # handler returns once the session has ended: its grace period after the last viewer).
+        async with anyio.create_task_group() as tasks:
+            try:
+                shared: SharedSession = await tasks.start(
+                    self.host.run, exec_request, None, recording
+                )
+            except ExecError as error:
+                logger.info("terminal failed: %s", error)
+                await channel.send_json(
+                    {"type": "error", "code": error.code.value, "message": error.message}
+                )
+                return
+            terminal_id = None
+            if self.registry is not None:
+                terminal = Terminal(
+                    workspace,
+                    grant.on_behalf_of,
+                    deployment,
+                    shared.target.pod,
+                    shared.target.container,
+                    marker,
+                )
+                terminal_id = self.registry.add(terminal)
+            self._terminal_ids[shared.id] = terminal_id
+            try:
                 open_ms = round((time.monotonic() - started) * 1000, 1)
                 logger.info(
                     "terminal open: workspace %s, %s/%s container %s, in %.1f ms",
                     workspace.project,
-                    session.target.namespace,
-                    session.target.pod,
-                    session.target.container,
+                    shared.target.namespace,
+                    shared.target.pod,
+                    shared.target.container,
                     open_ms,
                 )
-                terminal_id = None
-                if self.registry is not None:
-                    terminal = Terminal(
-                        workspace,
-                        grant.on_behalf_of,
-                        deployment,
-                        session.target.pod,
-                        session.target.container,
-                        marker,
-                    )
-                    terminal_id = self.registry.add(terminal)
-                try:
-                    await channel.send_json(
-                        {
-                            "type": "open",
-                            "pod": session.target.pod,
-                            "container": session.target.container,
-                            "protocol": session.protocol.value,
-                            "open_ms": open_ms,
-                            "terminal": terminal_id,
-                        }
-                    )
-                    await self._bridge(session, channel)
-                finally:
-                    if terminal_id is not None and self.registry is not None:
-                        self.registry.remove(terminal_id)
+                name = "" if grant.on_behalf_of is None else grant.on_behalf_of.user
+                async with shared.attach(Role.OWNER, name=name, auto_ack=False) as viewer:
+                    await viewer.send(Resize(columns=columns, rows=rows))
+                    try:
+                        await self._bridge(shared, viewer, channel, open_ms=open_ms)
+                        if channel.closed_by_page:
+                            viewer.leave()
+                    finally:
+                        # The page is gone or the session ended: close now, not when the
+                        # session ends (it waits for the page to come back).
+                        await channel.close(channel.close_code, channel.close_reason)
+                await shared.ended.wait()
+            finally:
+                self._terminal_ids.pop(shared.id, None)
+                if terminal_id is not None and self.registry is not None:
+                    self.registry.remove(terminal_id)
+
+    async def _rejoin(self, websocket: WebSocket, channel: _Channel, query: dict[str, str]) -> None:
+        """A viewer comes back (subprotocol ``viewer.<key>``) or joins with a share link's
+        token (``join.<token>``)."""
+        session_id = query["session"]
+        key = _offered(websocket, VIEWER_PREFIX)
+        token = _offered(websocket, JOIN_PREFIX)
+        holder = self.host.holder_of(session_id)
+        if (
+            holder is not None
+            and holder != self.host.replica
+            and session_id not in {s.id for s in self.host.sessions}
+        ):
+            await self._relay(websocket, channel, holder)
+            return
+        try:
+            shared = self.host.get(session_id)
+            if key is not None:
+                role = shared.role_of(key)
+            elif token is not None:
+                role = self.host.verify_token(session_id, token).role
+            else:
+                raise ExecError(ExecErrorCode.TARGET_FORBIDDEN, "no join token was offered")
+            resume = _offset(query.get("resume"))
         except ExecError as error:
-            logger.info("terminal failed: %s", error)
+            logger.info("terminal rejoin refused: %s", error)
+            await channel.send_json(
+                {"type": "error", "code": error.code.value, "message": error.message}
+            )
+            await channel.close(CLOSE_REFUSED, "refused")
+            return
+        request = self._request(
+            websocket,
+            shared.target.deployment,
+            shared.target.container,
+            session=session_id,
+            role=role.value,
+        )
+        grant = await self._authorized(channel, request)
+        if grant is None:
+            return
+        if grant.workspace != shared.workspace:
+            await self._refuse(channel, "not authorized for this session's workspace")
+            return
+        name = "" if grant.on_behalf_of is None else grant.on_behalf_of.user
+        try:
+            attach = (
+                shared.attach(viewer=key, resume_from=resume, auto_ack=False)
+                if key is not None
+                else shared.attach(role, name=name, resume_from=resume, auto_ack=False)
+            )
+            async with attach as viewer:
+                await self._bridge(shared, viewer, channel, open_ms=0.0)
+                if channel.closed_by_page:
+                    viewer.leave()
+        except ExecError as error:
             await channel.send_json(
                 {"type": "error", "code": error.code.value, "message": error.message}
             )
 
-    async def _bridge(self, session: InteractiveSession, channel: _Channel) -> None:
+    async def _relay(self, websocket: WebSocket, channel: _Channel, holder: str) -> None:
+        """Pass the page's WebSocket through to the replica holding its session."""
+        query = websocket.scope.get("query_string", b"").decode("latin-1")
+        target = f"{websocket.url.path}?{query}"
+        try:
+            upstream = await relay_connect(
+                holder, target, list(websocket.scope.get("subprotocols", ()))
+            )
+        except RelayFailed as failed:
+            logger.info("terminal relay failed: %s", failed)
+            await channel.send_json(
+                {"type": "error", "code": ExecErrorCode.FAILED.value, "message": str(failed)}
+            )
+            await channel.close(CLOSE_REFUSED, "session gone")
+            return
+        try:
+            async with anyio.create_task_group() as tasks:
+
+                async def down() -> None:
+                    try:
+                        while (message := await upstream.receive()) is not None:
+                            if isinstance(message, bytes):
+                                await channel.send_bytes(message)
+                            else:
+                                await channel.send_text(message)
+                    finally:
+                        tasks.cancel_scope.cancel()
+
+                tasks.start_soon(down)
+                try:
+                    while True:
+                        message = await channel.receive()
+                        if message.get("bytes") is not None:
+                            await upstream.send(bytes(message["bytes"]))
+                        elif message.get("text") is not None:
+                            await upstream.send(str(message["text"]))
+                except (_Disconnected, OSError, anyio.BrokenResourceError):
+                    pass
+                finally:
+                    tasks.cancel_scope.cancel()
+        finally:
+            await upstream.aclose(clean=channel.closed_by_page)
+        if channel.open:
+            if upstream.close_code in (None, 1006):
+                # The holder went away without a word: it was killed. Tell the page, which then
+                # does not retry (the session is gone with its replica).
+                gone = "the replica holding this session is gone"
+                with contextlib.suppress(_Disconnected):
+                    await channel.send_json(
+                        {"type": "error", "code": ExecErrorCode.FAILED.value, "message": gone}
+                    )
+                channel.close_code, channel.close_reason = CLOSE_REFUSED, "session gone"
+            else:
+                channel.close_code = upstream.close_code
+                channel.close_reason = upstream.close_reason
+
+    async def _bridge(
+        self, shared: SharedSession, viewer: Viewer, channel: _Channel, *, open_ms: float
+    ) -> None:
         flow = _Flow(self.flow_window)
+        size = shared.size
+        await channel.send_json(
+            {
+                "type": "open",
+                "pod": shared.target.pod,
+                "container": shared.target.container,
+                "protocol": shared.protocol.value,
+                "open_ms": open_ms,
+                "terminal": self._terminal_ids.get(shared.id),
+                "session": shared.id,
+                "viewer": viewer.id,
+                "key": viewer.key,
+                "role": viewer.role.value,
+                "offset": viewer.position,
+                "size": None if size is None else {"columns": size.columns, "rows": size.rows},
+            }
+        )
         async with anyio.create_task_group() as tasks:
 
-            async def output() -> None:
+            async def run_then_stop(task: Any, *args: Any) -> None:
                 try:
-                    await self._pump_output(session, channel, flow)
+                    await task(*args)
                 finally:
                     tasks.cancel_scope.cancel()
 
-            async def heartbeat() -> None:
+            tasks.start_soon(run_then_stop, self._pump_output, viewer, channel, flow)
+            tasks.start_soon(run_then_stop, self._heartbeat, channel)
+            tasks.start_soon(run_then_stop, self._roster, shared, viewer, channel)
+            await run_then_stop(self._pump_input, shared, viewer, channel, flow)
+
+    async def _roster(self, shared: SharedSession, viewer: Viewer, channel: _Channel) -> None:
+        """Tell the page who is watching and the terminal's size, whenever either changes."""
+        shown: object = None
+        while True:
+            size = shared.size
+            roster: dict[str, object] = {
+                "type": "viewers",
+                "you": viewer.id,
+                "viewers": [
+                    {"id": v.id, "role": v.role.value, "name": v.name, "attached": v.attached}
+                    for v in shared.viewers
+                ],
+                "size": None if size is None else {"columns": size.columns, "rows": size.rows},
+            }
+            if roster != shown:
                 try:
-                    await self._heartbeat(channel)
-                finally:
-                    tasks.cancel_scope.cancel()
-
-            tasks.start_soon(output)
-            tasks.start_soon(heartbeat)
-            try:
-                await self._pump_input(session, channel, flow)
-            finally:
-                tasks.cancel_scope.cancel()
-
-    async def _pump_output(
-        self, session: InteractiveSession, channel: _Channel, flow: _Flow
-    ) -> None:
-        try:
-            async for frame in session:
-                if isinstance(frame, Stdout | Stderr):
-                    await flow.reserve(len(frame.data))
-                    await channel.send_bytes(frame.data)
-                elif isinstance(frame, Exit):
-                    await channel.send_json({"type": "exit", "code": frame.exit_code})
+                    await channel.send_json(roster)
+                except _Disconnected:
                     return
-                elif isinstance(frame, Error):
+                shown = roster
+            if shared.ended.is_set():
+                await anyio.sleep_forever()  # The output pump ends the bridge.
+            await shared.roster_changed()
+
+    async def _pump_output(self, viewer: Viewer, channel: _Channel, flow: _Flow) -> None:
+        try:
+            async for answer in viewer:
+                if isinstance(answer, Chunk):
+                    await flow.reserve(len(answer.data))
+                    await channel.send_bytes(answer.data)
+                elif isinstance(answer, Missed):
+                    await channel.send_json({"type": "missed", "bytes": answer.count})
+                elif isinstance(answer, Exit):
+                    await channel.send_json({"type": "exit", "code": answer.exit_code})
+                    return
+                elif isinstance(answer, Error):
                     await channel.send_json(
-                        {"type": "error", "code": frame.code.value, "message": frame.message}
+                        {"type": "error", "code": answer.code.value, "message": answer.message}
                     )
                     return
+            # A newer connection of the same viewer took over.
+            channel.close_code = CLOSE_REPLACED
+            channel.close_reason = "replaced by a newer connection"
         except _Disconnected:
             return
 
     async def _pump_input(
-        self, session: InteractiveSession, channel: _Channel, flow: _Flow
+        self, shared: SharedSession, viewer: Viewer, channel: _Channel, flow: _Flow
     ) -> None:
         limit = self.service.limits.max_stdin_frame_bytes
         while True:
@@ -363,13 +570,19 @@ class TerminalEndpoint:
             try:
                 if data is not None:
                     for offset in range(0, len(data), limit):
-                        await session.send(Stdin(data[offset : offset + limit]))
+                        await viewer.send(Stdin(data[offset : offset + limit]))
                 elif message.get("text") is not None:
-                    await self._control(session, channel, flow, message["text"])
+                    await self._control(shared, viewer, channel, flow, message["text"])
             except ExecError as error:
                 if error.code is ExecErrorCode.INVALID:
                     logger.debug("terminal: a frame was refused: %s", error)
                     continue  # E.g. a resize out of range: nothing was sent.
+                if error.code is ExecErrorCode.TARGET_FORBIDDEN:
+                    # Its role may not: nothing was sent; the page is told, the viewer stays.
+                    await channel.send_json(
+                        {"type": "refused", "code": error.code.value, "message": error.message}
+                    )
+                    continue
                 if error.code is ExecErrorCode.ABORTED:
                     return  # The session has ended; its last frame is on its way.
                 await channel.send_json(
@@ -381,15 +594,38 @@ class TerminalEndpoint:
                 return
 
     async def _control(
-        self, session: InteractiveSession, channel: _Channel, flow: _Flow, text: str
+        self,
+        shared: SharedSession,
+        viewer: Viewer,
+        channel: _Channel,
+        flow: _Flow,
+        text: str,
     ) -> None:
         control = json.loads(text)
         kind = control["type"]
         if kind == "ack":
             flow.acknowledge(int(control["bytes"]))
+            if "offset" in control:
+                offset = control["offset"]
+                if isinstance(offset, int) and not isinstance(offset, bool):
+                    viewer.acknowledge(min(offset, viewer.position))
         elif kind == "resize":
             columns, rows = int(control["columns"]), int(control["rows"])
-            await session.send(Resize(columns=columns, rows=rows))
+            # The terminal follows its owner's window; the others' sizes are theirs alone.
+            if viewer.role.may_resize:
+                await viewer.send(Resize(columns=columns, rows=rows))
+        elif kind == "share":
+            role = Role(str(control["role"]))
+            if not viewer.role.may_end:
+                raise ExecError(
+                    ExecErrorCode.TARGET_FORBIDDEN, "only the owner may share the terminal"
+                )
+            token = self.host.issue_token(shared.id, role, self.share_ttl)
+            await channel.send_json(
+                {"type": "share", "role": role.value, "token": token, "session": shared.id}
+            )
+        elif kind == "end":
+            await viewer.end()
         elif kind == "ping":
             await channel.send_json({"type": "pong"})
         elif kind != "pong":
@@ -408,3 +644,11 @@ class TerminalEndpoint:
                 await channel.send_json({"type": "ping"})
             except _Disconnected:
                 return
+
+
+def _offset(value: str | None) -> int | None:
+    if value is None or value == "":
+        return None
+    if not value.isdigit() or len(value) > 18:
+        raise ExecError(ExecErrorCode.INVALID, "resume must be a byte offset")
+    return int(value)

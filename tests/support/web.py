@@ -29,23 +29,30 @@ async def service_for(adapter: ModuleType, sandbox: Sandbox, **options: Any) -> 
 
 
 def terminal(
-    address: str, query: str = "deployment=web", token: str | None = TOKEN, **options: Any
+    address: str,
+    query: str = "deployment=web",
+    token: str | None = TOKEN,
+    *,
+    subprotocols_extra: list[str] | None = None,
+    **options: Any,
 ) -> Any:
-    """A WebSocket client of the terminal at ``address`` (use it as an async context)."""
+    """A WebSocket client of the terminal at ``address`` (use it as an async context);
+    ``subprotocols_extra``: more subprotocols offered (``viewer.<key>``, ``join.<token>``)."""
     protocols = [Subprotocol(PROTOCOL)]
     if token is not None:
         protocols.append(Subprotocol(f"bearer.{token}"))
+    protocols.extend(Subprotocol(extra) for extra in subprotocols_extra or ())
     options.setdefault("origin", Origin(f"http://{address}"))
     return connect(f"ws://{address}/ws?{query}", subprotocols=protocols, **options)
 
 
 async def control(ws: ClientConnection) -> dict[str, Any]:
-    """The next JSON message, skipping output and pings."""
+    """The next JSON message, skipping output, pings and the list of viewers."""
     while True:
         message = await ws.recv()
         if isinstance(message, str):
             value = cast(dict[str, Any], json.loads(message))
-            if value["type"] != "ping":
+            if value["type"] not in ("ping", "viewers"):
                 return value
 
 

@@ -53,6 +53,16 @@ async def events() -> list[AuditEvent]:
     return []
 
 
+def _sessions_only(events: list[AuditEvent]) -> Callable[[AuditEvent], None]:
+    """An audit hook keeping the sessions' own events (not their viewers': test_shared_app)."""
+
+    def hook(event: AuditEvent) -> None:
+        if event.phase in ("started", "ended"):
+            events.append(event)
+
+    return hook
+
+
 @pytest.fixture
 async def served(sandbox: Sandbox, events: list[AuditEvent]) -> AsyncIterator[Callable[..., Any]]:
     """``await served(**create_app options)`` -> ``host:port`` of the app on this loop."""
@@ -61,9 +71,11 @@ async def served(sandbox: Sandbox, events: list[AuditEvent]) -> AsyncIterator[Ca
 
         async def start(session_limits: SessionLimits | None = None, **options: Any) -> str:
             service = adapter.ExecService(
-                backend, audit=events.append, session_limits=session_limits
+                backend, audit=_sessions_only(events), session_limits=session_limits
             )
             options.setdefault("default_deployment", "web")
+            # A page the app dropped may come back: its terminal waits this long for it.
+            options.setdefault("reconnect_grace", 3.0)
             app = create_app(service, token_authorizer(TOKEN, DEMO), **options)
             context = serve_app(app)
             stack.append(context)
@@ -342,10 +354,12 @@ async def test_the_authorizer_names_the_user_the_terminal_acts_for(sandbox: Sand
                     assert await _control(ws) == {"type": "exit", "code": 0}
     # The exec reached the API server as alice (the sandbox records whom each exec ran as).
     assert sandbox.access.exec_users[before:] == ["alice"]
+    # The session's events, and its one viewer's (the owner) in between, all name alice.
     assert {(e.phase, e.user, e.groups) for e in events} == {
-        ("started", "alice", ("developers",)),
-        ("ended", "alice", ("developers",)),
+        (phase, "alice", ("developers",))
+        for phase in ("started", "joined", "attached", "detached", "left", "ended")
     }
+    assert {e.role for e in events if e.viewer is not None} == {"owner"}
 
 
 async def test_an_authorizer_returning_something_else_is_a_type_error() -> None:
@@ -377,10 +391,10 @@ async def test_the_demo_prints_its_token_once_and_never_logs_it(tmp_path: Path) 
     assert demo.output.count(demo.token) == 1, demo.output
     assert "".join(demo.stderr_lines).count("WebSocket /ws") == 2  # The access log is on.
     lines = [json.loads(line) for line in audit_log.read_text().splitlines()]
-    assert [(line["phase"], line["exit_code"]) for line in lines] == [
-        ("started", None),
-        ("ended", 3),
-    ]
+    # The owner's page detaches and leaves as the session ends: in either order.
+    phases = [(line["phase"], line["exit_code"]) for line in lines]
+    assert phases[:3] == [("started", None), ("joined", None), ("attached", None)]
+    assert sorted(phases[3:]) == [("detached", None), ("ended", 3), ("left", None)]
     assert demo.token not in audit_log.read_text()
 
 
@@ -455,6 +469,7 @@ async def test_pings_keep_a_quiet_terminal_alive_behind_a_proxy_that_cuts_idle_c
             token_authorizer(TOKEN, DEMO),
             default_deployment="web",
             ping_interval=ping_interval,
+            reconnect_grace=1.0,  # the cut page does not come back here
         )
         async with serve_app(app, ws_ping_interval=None) as address:
             proxy = IdleCuttingProxy(address, idle=2.0)

@@ -35,7 +35,10 @@ __all__ = ["AuditEvent", "AuditHook", "AuditRecord", "CopyPaths"]
 logger = logging.getLogger("kuber_exec")
 
 AuditKind = Literal["execute", "interactive", "copy"]
-AuditPhase = Literal["started", "ended"]
+AuditPhase = Literal["started", "ended", "joined", "attached", "detached", "left"]
+#: The phases of a shared session's viewers (:mod:`kuber_exec_anyio._shared`).
+ViewerPhase = Literal["joined", "attached", "detached", "left"]
+VIEWER_PHASES: frozenset[str] = frozenset(("joined", "attached", "detached", "left"))
 AuditOutcome = Literal["exit", "error", "closed"]
 Direction = Literal["upload", "download"]
 
@@ -92,6 +95,10 @@ class AuditEvent:
             the tar stream's for a directory).
         sha256_verified: on a copy's ``ended``: whether the container computed the same one
             (``False`` when it has no ``sha256sum``).
+        viewer, role: on a shared session's viewer events (phases ``joined``: a viewer is
+            admitted for the first time; ``attached`` and ``detached``: each of its
+            connections comes and goes; ``left``: it is gone for good), the viewer's public id
+            and its role (``owner``, ``peer``, ``observer``); ``None`` on every other event.
     """
 
     kind: AuditKind
@@ -121,6 +128,8 @@ class AuditEvent:
     remote_path: str | None = None
     sha256: str | None = None
     sha256_verified: bool | None = None
+    viewer: str | None = None
+    role: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         """The event as JSON-ready values (the schema of :class:`JsonLinesAuditLog`'s lines)."""
@@ -158,6 +167,8 @@ class AuditEvent:
                 sha256=self.sha256,
                 sha256_verified=self.sha256_verified,
             )
+        if self.phase in VIEWER_PHASES:
+            row.update(viewer=self.viewer, role=self.role)
         return row
 
 
@@ -281,6 +292,10 @@ class AuditRecord:
         else:  # Cancellation, KeyboardInterrupt, GeneratorExit.
             code, message = ExecErrorCode.ABORTED, "cancelled"
         self.failed(code, message, **self._moved(moved))
+
+    def viewer(self, phase: ViewerPhase, viewer: str, role: str) -> None:
+        """Emit a shared session's viewer event (``viewer``: its public id)."""
+        self._emit(phase, viewer=viewer, role=role)
 
     def _moved(self, size: int) -> dict[str, int]:
         # A copy's bytes: sent to the container (an upload) or received from it.
