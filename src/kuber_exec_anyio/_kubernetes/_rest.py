@@ -17,16 +17,18 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TypeVar
 
 import anyio
+import anyio.abc
 import httpx
 
 from kuber_exec_core import Deployment, ExecError, ExecErrorCode, LabelSelector, Pod
 from kuber_exec_core.kube import ApiGet, ApiPlan, ApiResponse, DeploymentLookup, PodListing
 from kuber_exec_core.transport import describe_error
 
+from .._groups import single_exception
 from .._identity import impersonation_headers
 from ._config import ClusterConfig
 
-__all__ = ["MAX_CONCURRENT_REQUESTS", "RestClient", "open_http_client"]
+__all__ = ["MAX_CONCURRENT_REQUESTS", "RestClient", "Streamed", "open_http_client"]
 
 T = TypeVar("T")
 
@@ -127,13 +129,16 @@ class RestClient:
         impersonate: bool = True,
         shown: str | None = None,
         queued: bool = True,
+        content: bytes | None = None,
+        content_type: str = "application/json",
     ) -> ApiResponse:
         """One request (``json``: its body, if any), retried once after a ``401`` that fresh
         credentials may cure. ``impersonate=False`` sends it as the service even inside an exec
         acting for a user. ``queued=False`` skips the queue of ``max_concurrent_requests``
         (for a replica's heartbeat, which must not wait behind a crowd's requests). Transport
         failures become ``EXEC_FAILED`` naming ``shown`` (default: ``target``), never the query
-        nor a header.
+        nor a header. ``content`` is a body already encoded, sent as ``content_type`` (a PATCH's
+        patch type).
         """
         identity = impersonation_headers() if impersonate else []
         for attempt in (1, 2):
@@ -142,9 +147,9 @@ class RestClient:
                 async with self._slots if queued else contextlib.nullcontext():
                     headers = await self.auth_headers() + identity
                     request = self._http.build_request(method, target, headers=headers)
-                    if json is not None:
-                        data = json_module.dumps(json).encode()
-                        request.headers["Content-Type"] = "application/json"
+                    if json is not None or content is not None:
+                        data = json_module.dumps(json).encode() if content is None else content
+                        request.headers["Content-Type"] = content_type
                         request.headers["Content-Length"] = str(len(data))
                         request.stream = _Body(data)
                     response = await self._http.send(request)
@@ -161,6 +166,115 @@ class RestClient:
                 continue
             break
         return ApiResponse(status=response.status_code, body=response.content)
+
+    @contextlib.asynccontextmanager
+    async def stream(self, target: str, *, shown: str) -> AsyncIterator[Streamed]:
+        """A streamed GET of ``target`` (no read timeout: a followed log or a watch may be
+        quiet for long), outside the queue of ``max_concurrent_requests`` (it lasts), retried
+        once after a ``401``. The body is read by a task into a buffer of one chunk (memory
+        stays bounded, and a slow reader slows the connection); leaving the block cancels it
+        (which closes httpx's chain of async generators, where an abandoned iteration would
+        leave them to the garbage collector) and closes the connection.
+
+        Raises:
+            ExecError: ``EXEC_FAILED`` when no answer came (naming ``shown``).
+        """
+        identity = impersonation_headers()
+        timeout = httpx.Timeout(self._http.timeout.connect, read=None)
+        for attempt in (1, 2):
+            generation = self._config.credentials_generation
+            headers = await self.auth_headers() + identity
+            request = self._http.build_request("GET", target, headers=headers, timeout=timeout)
+            try:
+                response = await self._http.send(request, stream=True)
+            except httpx.HTTPError as error:
+                raise ExecError(
+                    ExecErrorCode.FAILED,
+                    f"Kubernetes API GET {shown} failed: {describe_error(error)}",
+                ) from None
+            try:
+                if (
+                    response.status_code == 401
+                    and attempt == 1
+                    and await self.refresh_after_unauthorized(generation)
+                ):
+                    continue
+                if response.status_code != 200:
+                    try:
+                        body = await response.aread()
+                    except httpx.HTTPError:
+                        body = b""
+                    yield Streamed(response.status_code, body[: Streamed.ERROR_BYTES], None)
+                    return
+                send, receive = anyio.create_memory_object_stream[bytes](1)
+                answer = Streamed(200, b"", receive)
+                with single_exception():
+                    async with anyio.create_task_group() as tasks:
+                        tasks.start_soon(answer.pump, response, send, shown)
+                        try:
+                            yield answer
+                        finally:
+                            tasks.cancel_scope.cancel()
+                            receive.close()
+                return
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
+
+
+class Streamed:
+    """A streamed answer (:meth:`RestClient.stream`): ``status``, ``error_body``, and for a
+    200 the body's chunks (``chunks()``) as they arrive."""
+
+    ERROR_BYTES = 64 * 1024
+
+    def __init__(
+        self,
+        status: int,
+        error_body: bytes,
+        receive: anyio.abc.ObjectReceiveStream[bytes] | None,
+    ) -> None:
+        self.status = status
+        self.error_body = error_body
+        self._receive = receive
+        self._failure: ExecError | None = None
+
+    async def pump(
+        self,
+        response: httpx.Response,
+        send: anyio.abc.ObjectSendStream[bytes],
+        shown: str,
+    ) -> None:
+        """The reader task: the body's chunks into the buffer, then its end (or its failure)."""
+        async with send:
+            try:
+                async for chunk in response.aiter_raw():
+                    if chunk:
+                        await send.send(chunk)
+            except httpx.HTTPError as error:
+                self._failure = ExecError(
+                    ExecErrorCode.FAILED,
+                    f"Kubernetes API GET {shown} broke off: {describe_error(error)}",
+                )
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass  # the reader left
+
+    def chunks(self) -> Streamed:
+        """The body as it comes (``EXEC_FAILED`` when the connection breaks off)."""
+        return self
+
+    def __aiter__(self) -> Streamed:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._receive is None:
+            raise StopAsyncIteration
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            if self._failure is not None:
+                raise self._failure from None
+            raise StopAsyncIteration from None
 
 
 class _Body(httpx.AsyncByteStream):
