@@ -89,6 +89,28 @@ class DebugSession:
     status: EphemeralStatus
     session: InteractiveSession | None = None
     log: LogStream | None = None
+    _service: ExecService | None = attrs.field(default=None, repr=False, alias="service")
+
+    async def wait_ended(self, within: float = 30.0) -> EphemeralStatus:
+        """Wait (at most ``within`` seconds) until the container has ended; its terminated
+        state, with its exit code (the kubelet writes it shortly after the process exits).
+
+        Raises:
+            ExecError: ``EXEC_FAILED`` when it has not ended in time.
+        """
+        if self.status.state == "terminated" or self._service is None:
+            return self.status
+        pod = await read_pod(self._service.backend, self.target)
+        self.status = await _wait_started(
+            self._service,
+            self.target,
+            self.name,
+            pod,
+            None,
+            within,
+            until=frozenset({"terminated"}),
+        )
+        return self.status
 
 
 def _left_in_pod(name: str, target: ResolvedTarget) -> str:
@@ -145,13 +167,16 @@ async def _wait_started(
     pod: dict[str, Any],
     on_status: StatusCallback | None,
     within: float,
+    *,
+    until: frozenset[str] = frozenset({"running", "terminated"}),
 ) -> EphemeralStatus:
-    """Watch the pod until container ``name`` runs or has ended; each new state is reported."""
+    """Watch the pod until container ``name`` is in a state of ``until`` (default: it runs or
+    has ended); each new state is reported."""
     hooks = backend_hooks(service.backend)
     last = ephemeral_status(pod, name)
     if last.state != "unknown":
         _report(last, name, on_status)
-    if last.state in ("running", "terminated"):
+    if last.state in until:
         return last
     version = str((pod.get("metadata") or {}).get("resourceVersion") or "0")
     with anyio.move_on_after(within):
@@ -196,10 +221,11 @@ async def _wait_started(
                         if kind == "BOOKMARK":
                             continue
                         status = ephemeral_status(obj, name)
-                        if status != last:
+                        # An older version of the pod (no status yet) is not news.
+                        if status.state != "unknown" and status != last:
                             last = status
                             _report(status, name, on_status)
-                        if status.state in ("running", "terminated"):
+                        if status.state in until:
                             return status
                         if status.state == "waiting" and status.reason in _HOPELESS:
                             raise ExecError(
@@ -209,7 +235,8 @@ async def _wait_started(
                             )
     raise ExecError(
         ExecErrorCode.FAILED,
-        f"debug container {name} did not start within {within:g} seconds (last state: "
+        f"debug container {name} did not reach {' or '.join(sorted(until))} within "
+        f"{within:g} seconds (last state: "
         f"{last.describe()}); the {_left_in_pod(name, target)}",
     )
 
@@ -224,6 +251,7 @@ async def open_debug(
     start_timeout: float = DEFAULT_START_TIMEOUT,
     queue_capacity: int | None = None,
     recording: Recording | None = None,
+    attach: bool = True,
 ) -> AsyncIterator[DebugSession]:
     """Add ``debug`` as an ephemeral container to the pod ``request`` resolves to, and attach.
 
@@ -239,7 +267,11 @@ async def open_debug(
         on_status: called with each new state of the container while it starts (a waiting
             reason such as ``ErrImagePull`` with its message, then running or terminated).
         start_timeout: seconds to wait for it to run.
-        queue_capacity, recording: as ``ExecService.open_interactive``.
+        queue_capacity: as ``ExecService.open_interactive``.
+        recording: as ``ExecService.open_interactive``.
+        attach: ``False``: do not attach; ``debugging.log`` follows the container's log from
+            its start to its end instead (all of a command's output, none lost to the moment
+            between its start and an attach).
 
     Audited as ``kind="debug"``: who (``user``), which pod, which ``image``, the container's
     name (``debug_container``).
@@ -256,6 +288,8 @@ async def open_debug(
     request = request_type(request)
     if not isinstance(debug, DebugContainer):
         raise ExecError(ExecErrorCode.INVALID, "debug must be a DebugContainer")
+    if not isinstance(attach, bool):
+        raise ExecError(ExecErrorCode.INVALID, "attach must be a bool")
     if isinstance(start_timeout, bool) or not isinstance(start_timeout, int | float):
         raise ExecError(ExecErrorCode.INVALID, "start_timeout must be a number of seconds")
     if not 0 < start_timeout <= 3600:
@@ -299,11 +333,14 @@ async def open_debug(
         patched = await _patch(service, target, spec)
         status = await _wait_started(service, target, name, patched, on_status, start_timeout)
         debug_target = attrs.evolve(target, container=name)
-        if status.state == "terminated":
+        if status.state == "terminated" or not attach:
+            follow = LogOptions(follow=status.state != "terminated")
             async with open_container_log(
-                service.backend, target.namespace, target.pod, name, LogOptions()
+                service.backend, target.namespace, target.pod, name, follow
             ) as log:
-                yield DebugSession(name=name, target=target, status=status, log=log)
+                yield DebugSession(
+                    name=name, target=target, status=status, log=log, service=service
+                )
             record.exited(
                 status.exit_code if status.exit_code is not None else 0,
                 bytes_in=0,
@@ -315,4 +352,6 @@ async def open_debug(
         async with run_attached(
             service, record, debug_target, streams, capacity, recorder
         ) as session:
-            yield DebugSession(name=name, target=target, status=status, session=session)
+            yield DebugSession(
+                name=name, target=target, status=status, session=session, service=service
+            )
