@@ -285,6 +285,9 @@ def handle_ephemeral(
                 "MethodNotAllowed",
                 "the kuber-exec sandbox takes a PATCH of ephemeralcontainers",
             )
+        refusal = cluster.faults.take_ephemeral_refusal(namespace, pod_name)
+        if refusal is not None:
+            return status_response(*refusal)
         desired = _desired(pod, content_type.split(";")[0].strip().lower(), body)
         if isinstance(desired, RestResponse):
             return desired

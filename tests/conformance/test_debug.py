@@ -321,3 +321,23 @@ async def test_debug_arguments_are_checked() -> None:
         with pytest.raises(ExecError) as raised:
             DebugContainer(**bad)
         assert raised.value.code is ExecErrorCode.INVALID
+
+
+async def test_a_refusal_fault_reaches_the_caller_with_its_message(
+    adapter: ModuleType, service: Any, sandbox: Sandbox
+) -> None:
+    sandbox.cluster.faults.refuse_ephemeral(pod="distroless-1")
+    try:
+        with pytest.raises(ExecError) as refused:
+            async with adapter.open_debug(
+                service, target("distroless"), DebugContainer(image="busybox")
+            ):
+                pass
+    finally:
+        sandbox.cluster.faults.clear()
+    assert refused.value.code is ExecErrorCode.TARGET_FORBIDDEN
+    assert refused.value.message.startswith(
+        "the cluster's admission refused the debug container in pod demo/distroless-1: "
+        'admission webhook "sandbox.kuber-exec.dev" denied the request'
+    )
+    assert sandbox.cluster.faults.refused_ephemeral >= 1
