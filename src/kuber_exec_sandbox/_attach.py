@@ -102,13 +102,9 @@ async def _pump_output(
         chunks = log.chunks(seq)
         for chunk in chunks:
             seq = chunk.seq + 1
-            wanted = streams.stdout if chunk.channel is Channel.STDOUT else streams.stderr
-            if container.tty or chunk.channel is Channel.STDOUT:
-                target = Channel.STDOUT
-                wanted = streams.stdout
-            else:
-                target = Channel.STDERR
-            if wanted:
+            # With a TTY everything is the terminal's (stdout); else each stream as asked.
+            target = Channel.STDOUT if container.tty else chunk.channel
+            if streams.stdout if target is Channel.STDOUT else streams.stderr:
                 await websocket.send_message(channel.output(target, chunk.data))
         if not chunks and log.ended:
             return

@@ -25,6 +25,39 @@ __all__ = ["LogPlan", "plan_log"]
 Send = Callable[[bytes], Awaitable[None]]
 
 
+def _lines(data: bytes) -> list[bytes]:
+    """``data`` cut after each ``\n`` (only ``\n`` ends a line in a container's log)."""
+    pieces = data.split(b"\n")
+    lines = [piece + b"\n" for piece in pieces[:-1]]
+    if pieces[-1]:
+        lines.append(pieces[-1])
+    return lines
+
+
+def _tail(chunks: list[LogChunk], count: int) -> list[LogChunk]:
+    """The chunks holding the last ``count`` lines (a line may span chunks; a last line without
+    its ``\n`` counts), the first one cut where its line starts."""
+    text = b"".join(c.data for c in chunks)
+    position = len(text) - 1 if text.endswith(b"\n") else len(text)
+    start = len(text) if count == 0 else None
+    for _ in range(count):
+        position = text.rfind(b"\n", 0, position)
+        if position < 0:
+            start = 0
+            break
+    if start is None:
+        start = position + 1
+    kept: list[LogChunk] = []
+    offset = 0
+    for chunk in chunks:
+        end = offset + len(chunk.data)
+        if end > start:
+            cut = max(0, start - offset)
+            kept.append(chunk if cut == 0 else attrs.evolve(chunk, data=chunk.data[cut:]))
+        offset = end
+    return kept
+
+
 def _flag(query: Sequence[tuple[str, str]], name: str) -> bool:
     value = next((v for k, v in query if k == name), None)
     return value is not None and value.lower() not in ("0", "false")
@@ -61,7 +94,7 @@ class LogPlan:
             return chunk.data
         stamp = chunk.time.strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
         out = bytearray()
-        for piece in chunk.data.splitlines(keepends=True):
+        for piece in _lines(chunk.data):
             if self._line_start:
                 out += stamp + b" "
             out += piece
@@ -74,22 +107,7 @@ class LogPlan:
         if self.since is not None:
             chunks = [c for c in chunks if c.time >= self.since]
         if self.tail_lines is not None:
-            kept: list[LogChunk] = []
-            lines = 0
-            for chunk in reversed(chunks):
-                newlines = chunk.data.count(b"\n")
-                # A final line without its newline counts as a line too.
-                if kept == [] and not chunk.data.endswith(b"\n"):
-                    newlines += 1
-                if lines + newlines > self.tail_lines:
-                    room = self.tail_lines - lines
-                    if room > 0:
-                        parts = chunk.data.splitlines(keepends=True)
-                        kept.append(attrs.evolve(chunk, data=b"".join(parts[-room:])))
-                    break
-                kept.append(chunk)
-                lines += newlines
-            chunks = list(reversed(kept))
+            chunks = _tail(chunks, self.tail_lines)
         return chunks, next_seq
 
     async def run(self, send: Send) -> None:
