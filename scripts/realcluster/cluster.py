@@ -420,6 +420,9 @@ def kubelet_config(runtime_socket: Path) -> str:
         "fileCheckFrequency": "5s",
         "nodeStatusUpdateFrequency": "5s",
         "maxPods": 50,
+        # A container's whole log in one file up to 512 MiB (the default rotates at 10 MiB):
+        # bench_debug.py reads 100 MB of one container's log.
+        "containerLogMaxSize": "512Mi",
     }
     if MODERN:
         config.update(
