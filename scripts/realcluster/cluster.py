@@ -28,6 +28,8 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import hashlib
+import io
 import json
 import os
 import shutil
@@ -36,6 +38,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.error
 import urllib.request
@@ -87,6 +90,9 @@ NODE_NAME = "kuber-rc-node"
 APISERVER = "https://127.0.0.1:6443"
 STREAM_PORT = 10010
 IMAGE = cri_runtime.IMAGE_NAME
+#: A shell-less ("distroless") image: one static Go binary, distroless/main.go, and nothing else.
+DISTROLESS_IMAGE = "docker.io/library/kuber-distroless:test"
+DISTROLESS_SOURCE = Path(__file__).resolve().parent / "distroless"
 
 # Namespaces and ServiceAccounts the tests use (created by ``up``).
 NS_MAIN = "kx-target"
@@ -414,6 +420,9 @@ def kubelet_config(runtime_socket: Path) -> str:
         "fileCheckFrequency": "5s",
         "nodeStatusUpdateFrequency": "5s",
         "maxPods": 50,
+        # A container's whole log in one file up to 512 MiB (the default rotates at 10 MiB):
+        # bench_debug.py reads 100 MB of one container's log.
+        "containerLogMaxSize": "512Mi",
     }
     if MODERN:
         config.update(
@@ -551,6 +560,15 @@ def up() -> None:
     base_ctr = [CTR, "--address", str(layout.socket), "--namespace", cri_runtime.CRI_NAMESPACE]
     run([*base_ctr, "images", "import", "--snapshotter", snapshotter, str(archive)], timeout=120)
     log(f"imported {IMAGE}")
+    archive = STATE / "kuber-distroless.oci.tar"
+    cri_runtime.build_oci_archive(
+        archive,
+        image_name=DISTROLESS_IMAGE,
+        cmd=["/app"],
+        layer_tar=distroless_layer(build_distroless()),
+    )
+    run([*base_ctr, "images", "import", "--snapshotter", snapshotter, str(archive)], timeout=120)
+    log(f"imported {DISTROLESS_IMAGE}")
 
     poll(
         lambda: (check_alive("kube-apiserver"), api_ok("/readyz"))[1],
@@ -791,6 +809,57 @@ def setup_users() -> None:
     log("users: admin (client certificate), executor/reader/stranger (tokens), exec plugin")
 
 
+def build_distroless() -> Path:
+    """The static binary of ``distroless/`` (Go, no cgo), built once per version of its source
+    and kept in the cache; it needs only the standard library (no network)."""
+    source = b"".join(p.read_bytes() for p in sorted(DISTROLESS_SOURCE.iterdir()) if p.is_file())
+    digest = hashlib.sha256(source).hexdigest()[:16]
+    binary = CACHE.parent / "distroless" / digest / "app"
+    if binary.exists():
+        return binary
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    cache = Path(os.environ.get("KUBER_GO_CACHE") or Path.home() / ".cache" / "kuber-exec" / "go")
+    env = {
+        **os.environ,
+        "CGO_ENABLED": "0",
+        "GOTOOLCHAIN": "local",
+        "GOFLAGS": "-mod=mod",
+        "GOCACHE": str(cache / "build"),
+        "GOPATH": str(cache / "path"),
+    }
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    run(
+        [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(binary), "."],
+        cwd=DISTROLESS_SOURCE,
+        env=env,
+        timeout=600,
+    )
+    log(f"built the shell-less image's binary {binary}")
+    return binary
+
+
+def distroless_layer(binary: Path) -> bytes:
+    """An uncompressed tar: ``/app`` and the empty directories a container runtime mounts on;
+    no shell, no ``ls``, no ``tar``."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for directory, mode in (
+            ("dev", 0o755),
+            ("etc", 0o755),
+            ("proc", 0o555),
+            ("sys", 0o555),
+            ("tmp", 0o1777),
+        ):
+            entry = tarfile.TarInfo(directory)
+            entry.type, entry.mode, entry.mtime = tarfile.DIRTYPE, mode, 0
+            tar.addfile(entry)
+        data = binary.read_bytes()
+        entry = tarfile.TarInfo("app")
+        entry.size, entry.mode, entry.mtime = len(data), 0o755, 0
+        tar.addfile(entry, io.BytesIO(data))
+    return buffer.getvalue()
+
+
 def write_cluster_json() -> None:
     info = {
         "version": VERSION,
@@ -801,6 +870,7 @@ def write_cluster_json() -> None:
         "node": NODE_NAME,
         "node_ip": NODE_IP,
         "image": IMAGE,
+        "distroless_image": DISTROLESS_IMAGE,
         "namespaces": {"main": NS_MAIN, "other": NS_OTHER},
         "kubeconfigs": {
             name: str(STATE / f"{name}.kubeconfig")

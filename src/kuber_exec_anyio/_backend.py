@@ -11,7 +11,7 @@ reads them through :func:`backend_hooks`, and without them it does what their de
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -30,11 +30,19 @@ from kuber_exec_core import (
     Subprotocol,
 )
 from kuber_exec_core.channels import Message
+from kuber_exec_core.kube import ApiResponse
 
 from ._kubernetes._lease_slots import ClusterSlots
 from ._kubernetes._rest import RestClient
 
-__all__ = ["Backend", "BackendHooks", "ConnectionEnd", "ExecConnection", "backend_hooks"]
+__all__ = [
+    "Backend",
+    "BackendHooks",
+    "ConnectionEnd",
+    "ExecConnection",
+    "StreamedAnswer",
+    "backend_hooks",
+]
 
 
 class ExecConnection(Protocol):
@@ -148,6 +156,59 @@ class BackendHooks:
         ``error``. Called at most once per exec, never after the connection opened.
         """
         return None
+
+    # Attach, logs and debug containers (docs/debug.md): a backend without them refuses clearly.
+
+    def attach(
+        self, target: ResolvedTarget, streams: ExecStreams, subprotocols: Sequence[Subprotocol]
+    ) -> AbstractAsyncContextManager[ExecConnection]:
+        """Open the ``pods/attach`` WebSocket to ``target``'s container (exec's wire, no
+        command); leaving the context closes it and leaves the process running.
+
+        Raises (on entry):
+            ExecError: ``EXEC_FAILED`` here (the default: this backend cannot attach); a
+                backend's own: the upgrade was refused or the server could not be reached.
+        """
+        raise ExecError(ExecErrorCode.FAILED, f"{type(self).__name__} cannot attach")
+
+    async def api_request(
+        self, method: str, path: str, body: bytes | None = None, content_type: str | None = None
+    ) -> ApiResponse:
+        """One request to the API server (``path`` with its query), acting as the exec's user;
+        the answer whatever its status.
+
+        Raises:
+            ExecError: ``EXEC_FAILED``: no REST API here (the default), or the server could
+                not be reached.
+        """
+        raise ExecError(ExecErrorCode.FAILED, f"{type(self).__name__} has no Kubernetes API")
+
+    def api_stream(self, path: str) -> AbstractAsyncContextManager[StreamedAnswer]:
+        """A streamed ``GET`` of ``path`` (a log, a watch): the answer's status, and for a
+        ``200`` its body as it comes.
+
+        Raises (on entry):
+            ExecError: ``EXEC_FAILED``: no REST API here (the default), or no answer.
+        """
+        raise ExecError(ExecErrorCode.FAILED, f"{type(self).__name__} has no Kubernetes API")
+
+
+class StreamedAnswer(Protocol):
+    """A streamed answer: its HTTP status, and (for a 200) its body in chunks as they come."""
+
+    @property
+    def status(self) -> int:
+        """The HTTP status."""
+        ...
+
+    @property
+    def error_body(self) -> bytes:
+        """For a status other than 200: the answer's body (at most 64 KiB), else empty."""
+        ...
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """The body's chunks, as they arrive, until it ends."""
+        ...
 
 
 _NO_HOOKS = BackendHooks()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio
 
@@ -26,6 +26,7 @@ from kuber_exec_core import (
     Subprotocol,
     stdin_bytes,
 )
+from kuber_exec_core.debug import DebugPolicy
 from kuber_exec_core.limits import SessionDeadlines, SessionLimits
 from kuber_exec_core.validation import (
     validate_cleanup_grace,
@@ -44,6 +45,7 @@ from ._backend import Backend, ExecConnection, backend_hooks
 from ._cleanup import CleanupCrew, CleanupStatus
 from ._drivers import await_start, collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
+from ._kubernetes._lease_slots import SessionSlot
 from ._session import InteractiveSession, run_session
 from ._supervise import DEFAULT_CLEANUP_GRACE, CleanupSettings, CleanupSlots
 
@@ -85,6 +87,9 @@ class ExecService:
             caller is held at most ``2 * cleanup_grace + 2`` seconds by a cleanup (one not
             finished by then goes on in the backend's background, reported as ``pending``:
             see :attr:`cleanup_status`). ``EXEC_INVALID`` unless a finite number in [0, 60].
+        debug_policy: what ``open_debug`` may add to this service's pods (default
+            ``DebugPolicy()``: any image, every profile but ``sysadmin``); ``TypeError`` when
+            not a :class:`~kuber_exec_core.debug.DebugPolicy` (docs/debug.md).
     """
 
     def __init__(
@@ -97,6 +102,7 @@ class ExecService:
         subprotocols: Sequence[Subprotocol | str] | None = None,
         cleanup: bool = True,
         cleanup_grace: float = DEFAULT_CLEANUP_GRACE,
+        debug_policy: DebugPolicy | None = None,
     ) -> None:
         # A programming error, not a request's: TypeError at construction (docs/errors.md).
         missing = [name for name in _BACKEND_METHODS if not callable(getattr(backend, name, None))]
@@ -107,8 +113,14 @@ class ExecService:
             )
         if limits is not None and not isinstance(limits, ExecLimits):
             raise TypeError(f"limits must be an ExecLimits or None, not {type(limits).__name__}")
+        if debug_policy is not None and not isinstance(debug_policy, DebugPolicy):
+            raise TypeError(
+                f"debug_policy must be a DebugPolicy or None, not {type(debug_policy).__name__}"
+            )
         self.backend = backend
         self.limits = limits if limits is not None else ExecLimits()
+        #: What debug containers ``open_debug`` may add (docs/debug.md).
+        self.debug_policy = debug_policy if debug_policy is not None else DebugPolicy()
         self.audit = audit
         self.session_limits = session_limits if session_limits is not None else SessionLimits()
         self._slots = workspace_slots(backend, self.session_limits.max_sessions_per_workspace)
@@ -130,6 +142,14 @@ class ExecService:
         execs run (docs/cleanup.md)."""
         crew = self._cleanup_crew
         return CleanupStatus() if crew is None else crew.status
+
+    def admission(
+        self, record: AuditRecord, request: ExecRequest
+    ) -> AbstractAsyncContextManager[SessionSlot]:
+        """The block a call of this service passes through (audit, identity, the workspace's
+        session slot; :func:`~kuber_exec_anyio._admission.admitted`), for the layer's wings
+        that open sessions of their own (attach, debug)."""
+        return admitted(record, self._slots, request)
 
     def _crew(self) -> CleanupCrew:
         # On first use: its primitives belong to the event loop that runs it.

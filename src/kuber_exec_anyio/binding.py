@@ -26,6 +26,12 @@ from kuber_exec_core import Stdout as Stdout
 from kuber_exec_core import Workspace as Workspace
 from kuber_exec_core.copy import CopyError as CopyError
 from kuber_exec_core.copy import CopyProblem as CopyProblem
+from kuber_exec_core.debug import ContainerRequest as ContainerRequest
+from kuber_exec_core.debug import DebugContainer as DebugContainer
+from kuber_exec_core.debug import DebugPolicy as DebugPolicy
+from kuber_exec_core.debug import DebugProfile as DebugProfile
+from kuber_exec_core.debug import EphemeralStatus as EphemeralStatus
+from kuber_exec_core.debug import LogOptions as LogOptions
 from kuber_exec_core.sharing import Chunk as Chunk
 from kuber_exec_core.sharing import Missed as Missed
 from kuber_exec_core.sharing import Role as Role
@@ -44,6 +50,11 @@ from ._copy._download import copy_from_pod as copy_from_pod
 from ._copy._download import download_stream as download_stream
 from ._copy._upload import copy_to_pod as copy_to_pod
 from ._copy._upload import upload_stream as upload_stream
+from ._debug._attach import open_attach as open_attach
+from ._debug._debug import DebugSession as DebugSession
+from ._debug._debug import open_debug as open_debug
+from ._debug._logs import LogStream as LogStream
+from ._debug._logs import stream_logs as stream_logs
 from ._kubernetes._config import ClusterConfig as ClusterConfig
 from ._kubernetes._lease_slots import ClusterSlots as ClusterSlots
 from ._kubernetes._preflight import ExecPreflight as ExecPreflight
@@ -86,6 +97,18 @@ __all__ = [
     "copy_to_pod",
     "download_stream",
     "upload_stream",
+    # attach, logs and debug containers
+    "ContainerRequest",
+    "DebugContainer",
+    "DebugPolicy",
+    "DebugProfile",
+    "DebugSession",
+    "EphemeralStatus",
+    "LogOptions",
+    "LogStream",
+    "open_attach",
+    "open_debug",
+    "stream_logs",
     # the core's request, frame and error types
     "Close",
     "Error",

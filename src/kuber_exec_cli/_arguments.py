@@ -445,6 +445,13 @@ def build_parsers() -> Parsers:
         "see kuber-exec sandbox --help",
         add_help=False,
     )
+    for name, summary in (
+        ("attach", "attach to the main process of a Deployment's container"),
+        ("logs", "print (-f: follow) the log of a Deployment's container"),
+        ("debug", "add an ephemeral debug container (--image) to a Deployment's pod and attach"),
+    ):
+        # Dispatched before this parser runs (kuber_exec_cli._pod_commands); listed for --help.
+        commands.add_parser(name, help=f"{summary}; see kuber-exec {name} --help", add_help=False)
     demo_parser = commands.add_parser(
         "demo",
         help="start the sandbox, run a command in the demo workspace and show the ownership "
@@ -560,7 +567,9 @@ def parse_command_line(args: Sequence[str]) -> ExecOptions | CopyOptions | DemoO
             )
         raise UsageError(parsers.top, f"unrecognized arguments: {' '.join(extra)}")
     if namespace.subcommand is None:
-        raise UsageError(parsers.top, "choose a command: exec, cp, sandbox or demo")
+        raise UsageError(
+            parsers.top, "choose a command: exec, cp, attach, logs, debug, sandbox or demo"
+        )
     if namespace.subcommand == "demo":
         if command is not None:
             raise UsageError(parsers.demo, "demo takes no command")

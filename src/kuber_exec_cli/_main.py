@@ -36,6 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._web import run_web_command
 
         return run_web_command(args[1:])
+    if args[:1] in (["attach"], ["logs"], ["debug"]):
+        # Each parses its own options, in its own module, imported when it runs.
+        from ._pod_commands import run_pod_command
+
+        return run_pod_command(args[0], args[1:])
     streams = LocalStreams.of_process()
     try:
         options = parse_command_line(args)

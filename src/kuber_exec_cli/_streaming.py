@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from typing import BinaryIO
 
 import attrs
@@ -62,6 +62,7 @@ async def stream_session(
     stderr_cap: int | None = None,
     on_open: Callable[[InteractiveSession], None] | None = None,
     recording: Recording | None = None,
+    opened: AbstractAsyncContextManager[InteractiveSession] | None = None,
 ) -> int:
     """Run ``request`` as an interactive session wired to ``streams``; return its exit code.
 
@@ -72,7 +73,8 @@ async def stream_session(
     closing a terminal's input hangs it up). With ``tty``: the initial window size right after
     connecting, a ``Resize`` on every SIGWINCH, and with ``stdin`` the local terminal in raw
     mode, restored however this returns. With ``recording``, the session is recorded
-    (``open_interactive(recording=...)``).
+    (``open_interactive(recording=...)``). ``opened`` replaces ``open_interactive``
+    with a session opened otherwise (an attach; ``request`` and ``recording`` are then unused).
 
     Raises:
         ExecError: any code ``open_interactive`` raises; ``EXEC_OUTPUT_LIMIT`` past a cap;
@@ -86,9 +88,9 @@ async def stream_session(
         # The header's size is known before the session opens: the first Resize is sent only
         # after connecting, and output that comes before it would fix the header at 80x24.
         recording = attrs.evolve(recording, columns=size[0], rows=size[1])
-    async with service.open_interactive(
-        request, tty=tty, stdin=stdin or tty, recording=recording
-    ) as session:
+    if opened is None:
+        opened = service.open_interactive(request, tty=tty, stdin=stdin or tty, recording=recording)
+    async with opened as session:
         if on_open is not None:
             on_open(session)
         if stdin and not tty and not session.protocol.can_close_stdin:

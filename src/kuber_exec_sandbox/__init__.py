@@ -9,9 +9,11 @@ are :func:`main`). See ``docs/sandbox.md``.
 from ._access import AccessPolicy as AccessPolicy
 from ._access import AccessRule as AccessRule
 from ._access import UserInfo as UserInfo
+from ._cluster import DEFAULT_IMAGES as DEFAULT_IMAGES
 from ._cluster import Cluster as Cluster
 from ._cluster import ContainerState as ContainerState
 from ._cluster import DeploymentObject as DeploymentObject
+from ._cluster import EphemeralContainer as EphemeralContainer
 from ._cluster import Namespace as Namespace
 from ._cluster import OwnerRef as OwnerRef
 from ._cluster import PodObject as PodObject
@@ -41,7 +43,9 @@ __all__ = [
     # the cluster model
     "Cluster",
     "ContainerState",
+    "DEFAULT_IMAGES",
     "DeploymentObject",
+    "EphemeralContainer",
     "Namespace",
     "OwnerRef",
     "PodObject",

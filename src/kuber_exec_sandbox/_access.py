@@ -197,6 +197,13 @@ class AccessPolicy:
             self._exec_users.append(who.name)
         return None
 
+    def authorize_attach(self, who: UserInfo, namespace: str, pod: str) -> tuple[int, JSON] | None:
+        """As :meth:`authorize_exec`, for ``pods/attach`` (authorized the same way)."""
+        for verb in ("get", "create"):
+            if not self.allows(who, verb, "pods", "attach", namespace):
+                return forbidden(who.name, verb, "pods", "attach", namespace, pod)
+        return None
+
     def review(self, who: UserInfo, body: object) -> tuple[int, JSON]:
         """Answer a ``SelfSubjectAccessReview`` (POSTed ``body``) for ``who``: 201 with its
         ``status``, or 400 when the body is not one."""

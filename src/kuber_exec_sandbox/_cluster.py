@@ -34,7 +34,9 @@ from ._faults import Faults
 __all__ = [
     "Cluster",
     "ContainerState",
+    "DEFAULT_IMAGES",
     "DeploymentObject",
+    "EphemeralContainer",
     "Namespace",
     "OwnerRef",
     "PodObject",
@@ -89,14 +91,61 @@ class OwnerRef:
     controller: bool = True
 
 
+#: The images a sandbox node "has" (image -> its default command): an ephemeral container of
+#: any other image waits with ``ErrImageNeverPull`` or ``ImagePullBackOff`` (``Cluster.images``).
+DEFAULT_IMAGES: Mapping[str, tuple[str, ...]] = {
+    "busybox": ("sh",),
+    "busybox:latest": ("sh",),
+    "busybox:1.36": ("sh",),
+    "sandbox.local/shell:latest": ("sh",),
+}
+
+
 @attrs.define(kw_only=True)
 class ContainerState:
-    """One container of a pod: its name, whether it runs, whether it is ready."""
+    """One container of a pod: its name, whether it runs, whether it is ready.
+
+    ``command`` is the container's main process (PID 1), run by the sandbox from the moment the
+    pod is served (its output is the container's log; ``attach`` binds to it); empty: a quiet
+    container with nothing to attach to and an empty log. ``stdin`` and ``tty`` are the spec's:
+    attach refuses stdin (and a TTY) that the container was not created with, as a runtime does.
+    ``exit_code`` is set once the main process has ended (the container is then not running).
+    """
 
     name: str
     running: bool = True
     ready: bool = True
     restart_count: int = 0
+    command: tuple[str, ...] = ()
+    stdin: bool = False
+    tty: bool = False
+    exit_code: int | None = None
+
+
+@attrs.define(kw_only=True)
+class EphemeralContainer:
+    """An ephemeral (debug) container added through ``pods/{name}/ephemeralcontainers``.
+
+    ``state`` is ``"waiting"`` (``reason``/``message``: why, e.g. ``ErrImageNeverPull``),
+    ``"running"`` or ``"terminated"`` (``exit_code``, ``reason``). ``user`` is the uid its
+    security context asks for (``runAsUser``; ``0`` when it asks for none: root), recorded as a
+    runtime would run it; the sandbox runs every process as its own user. ``spec`` is the
+    container as it was written (rendered back verbatim in ``spec.ephemeralContainers``).
+    """
+
+    name: str
+    image: str
+    command: tuple[str, ...]
+    stdin: bool
+    tty: bool
+    target: str | None
+    user: int
+    spec: dict[str, object]
+    env: dict[str, str] = attrs.field(factory=dict)
+    state: str = "waiting"
+    reason: str | None = "ContainerCreating"
+    message: str | None = None
+    exit_code: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -119,6 +168,10 @@ class PodSpec:
     env: Mapping[str, str] = attrs.field(factory=dict)
     labels: Mapping[str, str] = attrs.field(factory=dict)
     shell: bool = True
+    #: Every container's main process, and whether it was created with stdin and a TTY.
+    command: Sequence[str] = ()
+    stdin: bool = False
+    tty: bool = False
 
 
 @attrs.define(kw_only=True)
@@ -138,6 +191,8 @@ class PodObject:
     creation_timestamp: str = attrs.field(factory=_now)
     #: Whether the image has a shell (``PodSpec.shell``).
     shell: bool = True
+    #: Ephemeral containers, in the order they were added (they can never be removed).
+    ephemeral: list[EphemeralContainer] = attrs.field(factory=list)
 
     @property
     def ready(self) -> bool:
@@ -147,6 +202,10 @@ class PodObject:
     def container(self, name: str) -> ContainerState | None:
         """The container called ``name``, if the pod has one."""
         return next((c for c in self.containers if c.name == name), None)
+
+    def ephemeral_container(self, name: str) -> EphemeralContainer | None:
+        """The ephemeral container called ``name``, if the pod has one."""
+        return next((c for c in self.ephemeral if c.name == name), None)
 
 
 @attrs.define(kw_only=True)
@@ -220,6 +279,17 @@ class Cluster:
         #: Faults armed on demand (refused upgrades, dropped sessions, 410 watches, held
         #: sessions, killed commands): see :class:`~kuber_exec_sandbox.Faults`.
         self.faults = Faults()
+        #: Whether ``pods/ephemeralcontainers`` is served (False: a 1.20 cluster with the
+        #: ``EphemeralContainers`` feature gate off, which answers its PATCH 404).
+        self.ephemeral_containers = True
+        #: Images the node has, and each one's default command (see :data:`DEFAULT_IMAGES`).
+        self.images: dict[str, tuple[str, ...]] = dict(DEFAULT_IMAGES)
+        #: Pod Security ``enforce`` level per namespace (``privileged``, ``baseline``,
+        #: ``restricted``); a namespace not listed is ``privileged`` (admits everything).
+        self.pod_security: dict[str, str] = {}
+        #: An admission webhook: called with (pod, ephemeral container spec) for every new
+        #: ephemeral container; a string it returns refuses the PATCH with that message.
+        self.admission: Callable[[PodObject, Mapping[str, object]], str | None] | None = None
         self._listeners: list[Callable[[], None]] = []
 
     def touch(self) -> None:
@@ -475,7 +545,14 @@ class Cluster:
             owner=owner,
             phase=spec.phase,
             containers=[
-                ContainerState(name=c, running=spec.running, ready=spec.ready and spec.running)
+                ContainerState(
+                    name=c,
+                    running=spec.running,
+                    ready=spec.ready and spec.running,
+                    command=tuple(spec.command),
+                    stdin=spec.stdin,
+                    tty=spec.tty,
+                )
                 for c in containers
             ],
             deletion_timestamp=_now() if spec.terminating else None,

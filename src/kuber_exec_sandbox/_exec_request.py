@@ -52,10 +52,16 @@ class ExecPlan:
     empty_protocol_header: bool
     failure: bytes | None
     faults: Faults
+    #: An attach (``pods/attach``): bind to the container's main process instead of running
+    #: ``command`` (which is then empty).
+    attach: bool = False
 
 
-def _container(pod: PodObject, name: str | None) -> str | RestResponse:
+def _container(pod: PodObject, name: str | None, *, attach: bool = False) -> str | RestResponse:
     names = [c.name for c in pod.containers]
+    if attach and name is not None:
+        # Attach reaches ephemeral containers too (how ``kubectl debug -it`` gets its shell).
+        names += [c.name for c in pod.ephemeral]
     if name is None:
         if len(names) == 1:
             return names[0]
@@ -81,8 +87,12 @@ def plan_exec(
     offered: Sequence[str],
     offer_v5: bool,
     only_subprotocols: Sequence[Subprotocol] | None = None,
+    attach: bool = False,
 ) -> ExecPlan | RestResponse:
-    """The plan for an exec request, or the HTTP answer that refuses it."""
+    """The plan for an exec (or, with ``attach``, an attach) request, or the HTTP answer that
+    refuses it. An attach names no command; it needs the container running, and refuses stdin
+    or a TTY the container was not created with (on the status channel, as the runtime's
+    refusal comes after the upgrade)."""
     if method not in ("GET", "POST"):
         return status_response(
             405,
@@ -104,7 +114,7 @@ def plan_exec(
         parsed = None
         streams_error = error.message
     container_name = next((v for k, v in query if k == "container"), "") or None
-    container = _container(pod, container_name)
+    container = _container(pod, container_name, attach=attach)
     if isinstance(container, RestResponse):
         return container
     if pod.node_name is None:
@@ -129,6 +139,29 @@ def plan_exec(
     running = pod.container(container)
     not_running = running is None or not running.running
     failure_text = f'container not found ("{container}")'
+    attach_refusal: str | None = None
+    if attach:
+        ephemeral = pod.ephemeral_container(container)
+        created_stdin, created_tty = (
+            (running.stdin, running.tty) if running is not None else (False, False)
+        )
+        if ephemeral is not None:
+            not_running = ephemeral.state != "running"
+            created_stdin, created_tty = ephemeral.stdin, ephemeral.tty
+        elif running is not None and not running.command:
+            not_running = True  # nothing to attach to: a sandbox container without a process
+        if parsed.command:
+            return status_response(400, "BadRequest", "attach takes no command")
+        if parsed.streams.stdin and not created_stdin:
+            attach_refusal = (
+                f"container {container} in pod {pod.name} was not created with stdin: "
+                "it cannot be attached with stdin"
+            )
+        elif parsed.streams.tty and not created_tty:
+            attach_refusal = (
+                f"container {container} in pod {pod.name} was not created with a TTY: "
+                "it cannot be attached with tty"
+            )
     if not_running and Subprotocol.V5 not in supported:
         return RestResponse(500, failure_text.encode("utf-8"), "text/plain; charset=utf-8")
     chosen = choose_subprotocol(offered, supported)
@@ -142,7 +175,12 @@ def plan_exec(
         subprotocol=chosen,
         empty_protocol_header=not offered,
         failure=(
-            status_failure(f"unable to upgrade connection: {failure_text}") if not_running else None
+            status_failure(f"unable to upgrade connection: {failure_text}")
+            if not_running
+            else status_failure(attach_refusal)
+            if attach_refusal is not None
+            else None
         ),
         faults=cluster.faults,
+        attach=attach,
     )

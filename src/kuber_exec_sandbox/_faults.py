@@ -159,6 +159,7 @@ class Faults:
         self._refusals: list[_Armed] = []
         self._drops: list[_Armed] = []
         self._start_failures: list[_Armed] = []
+        self._ephemeral_refusals: list[_Armed] = []
         self._gone_watches: int | None = 0
         self._processes: dict[tuple[str, str], set[int]] = {}
         self._started: list[tuple[trio.lowlevel.TrioToken, trio.Event]] = []
@@ -174,6 +175,8 @@ class Faults:
         self.failed_starts = 0
         #: Watch requests answered ``410 Gone`` by :meth:`answer_watches_gone` so far.
         self.refused_watches = 0
+        #: Ephemeral container PATCHes refused by :meth:`refuse_ephemeral` so far.
+        self.refused_ephemeral = 0
 
     def __repr__(self) -> str:
         return (
@@ -251,6 +254,31 @@ class Faults:
         with self._lock:
             self._start_failures.append(armed)
 
+    def refuse_ephemeral(
+        self,
+        status: int = 403,
+        message: str | None = None,
+        *,
+        namespace: str | None = None,
+        pod: str | None = None,
+        times: int | None = 1,
+    ) -> None:
+        """Refuse the next PATCHes of ``pods/{pod}/ephemeralcontainers`` with HTTP ``status``
+        and a ``Status`` whose message is ``message`` (default, for 403: an admission webhook's
+        refusal), before anything is added: a debug container refused by the cluster.
+
+        Raises:
+            ExecError: ``EXEC_INVALID`` when ``status`` is not an HTTP error status (400-599),
+                or ``times`` is not positive.
+        """
+        if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
+            raise ExecError(
+                ExecErrorCode.INVALID, "status must be an HTTP error status, 400 to 599"
+            )
+        armed = _Armed(namespace, pod, _check_times(times), status=status, message=message)
+        with self._lock:
+            self._ephemeral_refusals.append(armed)
+
     def answer_watches_gone(self, times: int | None = 1) -> None:
         """Answer the next ``times`` watch requests (``?watch=1``) ``410 Gone`` (reason
         ``Expired``), whatever their ``resourceVersion``: what a client meets when its resume
@@ -327,6 +355,7 @@ class Faults:
             self._refusals.clear()
             self._drops.clear()
             self._start_failures.clear()
+            self._ephemeral_refusals.clear()
             self._gone_watches = 0
         self.release()
 
@@ -353,6 +382,24 @@ class Faults:
         message = fault.message
         if message is None:
             message = _default_message(fault.status, namespace, pod)
+        return fault.status, status_reason(fault.status), message
+
+    def take_ephemeral_refusal(self, namespace: str, pod: str) -> tuple[int, str, str] | None:
+        """For the server: ``(status, reason, message)`` when this ephemeral container PATCH
+        is to be refused."""
+        fault = self._take(self._ephemeral_refusals, namespace, pod)
+        if fault is None:
+            return None
+        with self._lock:
+            self.refused_ephemeral += 1
+        message = fault.message
+        if message is None:
+            message = (
+                'admission webhook "sandbox.kuber-exec.dev" denied the request: debug '
+                "containers are refused (a fault)"
+                if fault.status == 403
+                else _default_message(fault.status, namespace, pod)
+            )
         return fault.status, status_reason(fault.status), message
 
     def take_start_failure(self, namespace: str, pod: str) -> str | None:

@@ -28,12 +28,15 @@ from wsproto.utilities import generate_accept_token
 from kuber_exec_core import Subprotocol
 from kuber_exec_core.channels import parse_subprotocol_header
 
-from ._access import AccessPolicy, UserInfo
+from ._access import AccessPolicy, UserInfo, forbidden
 from ._cluster import Cluster
+from ._ephemeral import handle_ephemeral
 from ._exec_request import ExecPlan, plan_exec
 from ._leases import LeaseStore
+from ._logs import LogPlan, plan_log
 from ._platform import handle_platform
 from ._rest import RestResponse, handle_rest, status_response
+from ._runtime import ContainerRuntime
 from ._watch import DEFAULT_BOOKMARK_INTERVAL, WatchHub, WatchPlan, plan_watch
 from ._websocket import WebSocket
 
@@ -67,19 +70,26 @@ class _Request:
         return ",".join(self.headers.get(name, []))
 
 
-def _exec_route(path: str) -> tuple[str, str] | None:
+def _pod_subresource(path: str) -> tuple[str, str, str] | None:
     parts = path.split("/")
-    # ['', 'api', 'v1', 'namespaces', ns, 'pods', pod, 'exec']
+    # ['', 'api', 'v1', 'namespaces', ns, 'pods', pod, subresource]
     if (
         len(parts) == 8
         and parts[1:4] == ["api", "v1", "namespaces"]
         and parts[5] == "pods"
-        and parts[7] == "exec"
+        and parts[7] in ("exec", "attach", "log", "ephemeralcontainers")
         and parts[4]
         and parts[6]
     ):
-        return parts[4], parts[6]
+        return parts[4], parts[6], parts[7]
     return None
+
+
+def _exec_route(path: str) -> tuple[str, str] | None:
+    route = _pod_subresource(path)
+    if route is None or route[2] not in ("exec", "attach"):
+        return None
+    return route[0], route[1]
 
 
 def _is_websocket_upgrade(request: _Request) -> bool:
@@ -127,6 +137,8 @@ class ConnectionHandler:
     access: AccessPolicy = attrs.field(factory=AccessPolicy)
     #: The ``coordination.k8s.io/v1`` Leases.
     leases: LeaseStore = attrs.field(factory=LeaseStore)
+    #: The containers' processes and logs (``pods/log``); ``serve_sandbox`` sets it.
+    runtime: ContainerRuntime | None = None
 
     async def __call__(self, stream: trio.SocketStream) -> None:
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD_BYTES)
@@ -243,6 +255,9 @@ class ConnectionHandler:
         if platform is not None:
             await self._respond(connection, stream, platform, head_only=request.method == "HEAD")
             return False
+        sub = _pod_subresource(request.path)
+        if sub is not None and sub[2] in ("log", "ephemeralcontainers"):
+            return await self._pod_subresource(connection, stream, request, who, sub)
         route = _exec_route(request.path)
         if route is None:
             watch = plan_watch(self.cluster, request.method, request.path, request.query)
@@ -264,7 +279,12 @@ class ConnectionHandler:
             await self._respond(connection, stream, answer, head_only=request.method == "HEAD")
             return False
         upgrade = _is_websocket_upgrade(request)
-        denied = self.access.authorize_exec(who, route[0], route[1])
+        attach = sub is not None and sub[2] == "attach"
+        denied = (
+            self.access.authorize_attach(who, route[0], route[1])
+            if attach
+            else self.access.authorize_exec(who, route[0], route[1])
+        )
         if denied is not None:
             answer = RestResponse(denied[0], json.dumps(denied[1]).encode())
             await self._respond(connection, stream, answer, close=upgrade)
@@ -280,6 +300,7 @@ class ConnectionHandler:
             offered=offered,
             offer_v5=self.offer_v5,
             only_subprotocols=self.only_subprotocols,
+            attach=attach,
         )
         if isinstance(plan, RestResponse):
             await self._respond(connection, stream, plan, close=upgrade)
@@ -293,6 +314,88 @@ class ConnectionHandler:
             return False
         await self._accept(connection, stream, key, plan)
         return True
+
+    async def _pod_subresource(
+        self,
+        connection: h11.Connection,
+        stream: trio.SocketStream,
+        request: _Request,
+        who: UserInfo,
+        route: tuple[str, str, str],
+    ) -> bool:
+        namespace, pod, subresource = route
+        if subresource == "ephemeralcontainers":
+            verb = {"GET": "get", "PATCH": "patch", "PUT": "update"}.get(request.method, "")
+            if verb and not self.access.allows(who, verb, "pods", subresource, namespace):
+                denied = forbidden(who.name, verb, "pods", subresource, namespace, pod)
+                await self._respond(
+                    connection, stream, RestResponse(denied[0], json.dumps(denied[1]).encode())
+                )
+                return False
+            answer = handle_ephemeral(
+                self.cluster,
+                request.method,
+                namespace,
+                pod,
+                request.header("content-type"),
+                request.body,
+            )
+            await self._respond(connection, stream, answer)
+            return False
+        if request.method not in ("GET", "HEAD"):
+            answer = status_response(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            )
+            await self._respond(connection, stream, answer)
+            return False
+        if not self.access.allows(who, "get", "pods", "log", namespace):
+            denied = forbidden(who.name, "get", "pods", "log", namespace, pod)
+            await self._respond(
+                connection, stream, RestResponse(denied[0], json.dumps(denied[1]).encode())
+            )
+            return False
+        assert self.runtime is not None
+        plan = plan_log(self.cluster, self.runtime, namespace, pod, request.query)
+        if isinstance(plan, RestResponse):
+            await self._respond(connection, stream, plan)
+            return False
+        return await self._stream_log(connection, stream, plan)
+
+    async def _stream_log(
+        self, connection: h11.Connection, stream: trio.SocketStream, plan: LogPlan
+    ) -> bool:
+        # A chunked 200 of text; following, it stays open until the process ends or the
+        # client closes its end (how a client stops ``logs -f``).
+        headers = [
+            ("Content-Type", "text/plain"),
+            ("Transfer-Encoding", "chunked"),
+            ("Cache-Control", "no-cache, private"),
+        ]
+        await stream.send_all(
+            connection.send(h11.Response(status_code=200, headers=headers)) or b""
+        )
+
+        async def send(data: bytes) -> None:
+            await stream.send_all(connection.send(h11.Data(data=data)) or b"")
+
+        finished = False
+
+        async def run(done: trio.CancelScope) -> None:
+            nonlocal finished
+            await plan.run(send)
+            finished = True
+            done.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, nursery.cancel_scope)
+            await _wait_for_close(connection, stream)
+            nursery.cancel_scope.cancel()
+        if not finished:
+            return True
+        await stream.send_all(connection.send(h11.EndOfMessage()) or b"")
+        return False
 
     async def _accept(
         self, connection: h11.Connection, stream: trio.SocketStream, key: str, plan: ExecPlan

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._cluster import DeploymentObject, OwnerRef, PodObject, ReplicaSetObject, stable_uid
+from ._cluster import (
+    ContainerState,
+    DeploymentObject,
+    EphemeralContainer,
+    OwnerRef,
+    PodObject,
+    ReplicaSetObject,
+    stable_uid,
+)
 
 __all__ = [
     "deployment_json",
@@ -152,19 +160,46 @@ def replica_set_json(replica_set: ReplicaSetObject, ready_replicas: int, replica
     }
 
 
+def _container_state(container: ContainerState, started: str) -> JSON:
+    if container.running:
+        return {"running": {"startedAt": started}}
+    if container.exit_code is not None:
+        reason = "Completed" if container.exit_code == 0 else "Error"
+        return {"terminated": {"exitCode": container.exit_code, "reason": reason}}
+    return {"waiting": {"reason": "CrashLoopBackOff"}}
+
+
+def _ephemeral_status(container: EphemeralContainer, started: str) -> JSON:
+    state: JSON
+    if container.state == "running":
+        state = {"running": {"startedAt": started}}
+    elif container.state == "terminated":
+        state = {"terminated": {"exitCode": container.exit_code, "reason": container.reason}}
+        if container.message:
+            state["terminated"]["message"] = container.message
+    else:
+        state = {"waiting": {"reason": container.reason}}
+        if container.message:
+            state["waiting"]["message"] = container.message
+    return {
+        "name": container.name,
+        "state": state,
+        "ready": False,
+        "restartCount": 0,
+        "image": container.image,
+        "imageID": "",
+    }
+
+
 def pod_json(pod: PodObject) -> JSON:
-    """A ``v1`` Pod: phase, conditions, containerStatuses (running or waiting, ready)."""
+    """A ``v1`` Pod: phase, conditions, containerStatuses (running, terminated or waiting,
+    ready), and its ephemeral containers with their statuses."""
     statuses = []
     for container in pod.containers:
-        state: JSON = (
-            {"running": {"startedAt": pod.creation_timestamp}}
-            if container.running
-            else {"waiting": {"reason": "CrashLoopBackOff"}}
-        )
         statuses.append(
             {
                 "name": container.name,
-                "state": state,
+                "state": _container_state(container, pod.creation_timestamp),
                 "ready": container.ready and container.running,
                 "restartCount": container.restart_count,
                 "image": "sandbox.local/shell:latest",
@@ -173,7 +208,17 @@ def pod_json(pod: PodObject) -> JSON:
             }
         )
     ready = "True" if pod.ready else "False"
-    spec: JSON = {"containers": _container_specs([c.name for c in pod.containers])}
+    specs = _container_specs([c.name for c in pod.containers])
+    for container_spec, container in zip(specs, pod.containers, strict=True):
+        if container.command:
+            container_spec["command"] = list(container.command)
+        if container.stdin:
+            container_spec["stdin"] = True
+        if container.tty:
+            container_spec["tty"] = True
+    spec: JSON = {"containers": specs}
+    if pod.ephemeral:
+        spec["ephemeralContainers"] = [dict(c.spec) for c in pod.ephemeral]
     if pod.node_name:
         spec["nodeName"] = pod.node_name
     return {
@@ -198,6 +243,15 @@ def pod_json(pod: PodObject) -> JSON:
             ],
             "containerStatuses": statuses,
             "startTime": pod.creation_timestamp,
+            **(
+                {
+                    "ephemeralContainerStatuses": [
+                        _ephemeral_status(c, pod.creation_timestamp) for c in pod.ephemeral
+                    ]
+                }
+                if pod.ephemeral
+                else {}
+            ),
         },
     }
 

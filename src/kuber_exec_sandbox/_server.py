@@ -21,12 +21,14 @@ import trio
 from kuber_exec_core import Subprotocol
 
 from ._access import AccessPolicy
+from ._attach import run_attach_session
 from ._cluster import Cluster, demo_cluster
 from ._exec import run_exec_session
 from ._exec_request import ExecPlan
 from ._http import ConnectionHandler
 from ._leases import LeaseStore
 from ._process import ChildProcess, ProcessRegistry
+from ._runtime import ContainerRuntime
 from ._watch import DEFAULT_BOOKMARK_INTERVAL, WatchHub
 from ._websocket import WebSocket
 
@@ -190,7 +192,14 @@ async def serve_sandbox(
                 lambda: plan.faults.process_ended(pod.namespace, pod.name, child.pid),
             )
 
+        runtime = ContainerRuntime(cluster, registry, str(pods_dir))
+
         async def run_exec(websocket: WebSocket, plan: ExecPlan) -> None:
+            if plan.attach:
+                await run_attach_session(
+                    websocket, plan, runtime.container(plan.pod, plan.container)
+                )
+                return
             await run_exec_session(
                 websocket,
                 plan,
@@ -207,11 +216,12 @@ async def serve_sandbox(
             server_address=url.removeprefix("http://"),
             run_exec=run_exec,
             bookmark_interval=bookmark_interval,
+            runtime=runtime,
         )
         # Touches may come from any thread (a test's, while this runs in a background one).
-        stop_waking = cluster.add_listener(
-            handler.watches.waker(trio.lowlevel.current_trio_token())
-        )
+        trio_token = trio.lowlevel.current_trio_token()
+        stop_waking = cluster.add_listener(handler.watches.waker(trio_token))
+        stop_runtime = cluster.add_listener(runtime.waker(trio_token))
         sandbox = Sandbox(
             url=url,
             kubeconfig_path=config,
@@ -227,9 +237,12 @@ async def serve_sandbox(
             async with trio.open_nursery() as nursery:
                 # Processes whose clients went away run here until they end or the server stops.
                 abandoned.append(nursery)
+                # The containers' main processes start before the first request is served.
+                await nursery.start(runtime.run)
                 nursery.start_soon(trio.serve_listeners, handler, listeners)
                 try:
                     yield sandbox
                 finally:
                     stop_waking()
+                    stop_runtime()
                     nursery.cancel_scope.cancel()

@@ -89,6 +89,8 @@ class WatchPlan:
     _initial: list[bytes]
     _epoch: int
     _drops: int
+    #: ``fieldSelector=metadata.name=...``: only this object's events.
+    only_name: str | None = None
 
     async def run(
         self, hub: WatchHub, send: Callable[[bytes], Awaitable[None]], bookmark_interval: float
@@ -139,10 +141,17 @@ class WatchPlan:
         events = [
             event
             for event in journal.events(self._cursor)
-            if event.resource == self.resource and event.namespace == self.namespace
+            if event.resource == self.resource
+            and event.namespace == self.namespace
+            and (self.only_name is None or _name_of(event.object) == self.only_name)
         ]
         self._cursor = journal.end
         return events
+
+
+def _name_of(value: object) -> object:
+    metadata = value.get("metadata") if isinstance(value, dict) else None
+    return metadata.get("name") if isinstance(metadata, dict) else None
 
 
 def _number(text: str | None, name: str) -> int | RestResponse | None:
@@ -163,8 +172,14 @@ def plan_watch(
         return None
     resource, namespace, _ = route
     values = dict(query)
-    if values.get("labelSelector") or values.get("fieldSelector"):
-        return status_response(400, "BadRequest", "the kuber-exec sandbox does not filter watches")
+    field = values.get("fieldSelector") or ""
+    only_name = field.removeprefix("metadata.name=") if field.startswith("metadata.name=") else None
+    if values.get("labelSelector") or (field and (only_name is None or "," in field)):
+        return status_response(
+            400,
+            "BadRequest",
+            "the kuber-exec sandbox filters watches only by fieldSelector=metadata.name=NAME",
+        )
     version = _number(values.get("resourceVersion"), "resourceVersion")
     timeout = _number(values.get("timeoutSeconds"), "timeoutSeconds")
     if isinstance(version, RestResponse):
@@ -181,7 +196,11 @@ def plan_watch(
         initial: list[bytes] = []
         if version is None or version == 0:
             # "Any version": the current state as ADDED events, then changes from there.
-            initial = [_line("ADDED", item) for item in journal.items(resource, namespace)]
+            initial = [
+                _line("ADDED", item)
+                for item in journal.items(resource, namespace)
+                if only_name is None or _name_of(item) == only_name
+            ]
             cursor = journal.end
         else:
             after = journal.cursor_after(version)
@@ -199,4 +218,5 @@ def plan_watch(
             initial=initial,
             epoch=journal.epoch,
             drops=cluster.watch_drops,
+            only_name=only_name,
         )

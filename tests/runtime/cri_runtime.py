@@ -536,13 +536,16 @@ def build_oci_archive(
     image_name: str = IMAGE_NAME,
     cmd: Sequence[str] = SLEEP_FOREVER,
     busybox: Path = BUSYBOX,
+    layer_tar: bytes | None = None,
 ) -> str:
     """Write an OCI image-layout tarball for ``image_name`` to ``dest``; return the manifest digest.
 
     The image's default command sleeps forever, so it also serves as the pod sandbox ("pause")
-    image.
+    image. ``layer_tar`` (an uncompressed tar) replaces the busybox root file system (the
+    real-cluster tier's shell-less image).
     """
-    layer_tar = build_rootfs_layer(busybox)
+    if layer_tar is None:
+        layer_tar = build_rootfs_layer(busybox)
     layer = gzip.compress(layer_tar, compresslevel=6, mtime=0)
     config = {
         "architecture": _oci_arch(),

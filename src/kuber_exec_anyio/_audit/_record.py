@@ -34,7 +34,7 @@ __all__ = ["AuditEvent", "AuditHook", "AuditRecord", "CopyPaths"]
 
 logger = logging.getLogger("kuber_exec")
 
-AuditKind = Literal["execute", "interactive", "copy"]
+AuditKind = Literal["execute", "interactive", "copy", "attach", "logs", "debug"]
 AuditPhase = Literal["started", "ended", "joined", "attached", "detached", "left"]
 #: The phases of a shared session's viewers (:mod:`kuber_exec_anyio._shared`).
 ViewerPhase = Literal["joined", "attached", "detached", "left"]
@@ -51,6 +51,11 @@ class AuditEvent:
     event, with the same ``session_id``; an attempt refused before its target was resolved (an
     invalid request, another workspace's Deployment, the concurrency limit) gets only the
     ``ended`` event, with the error.
+
+    An attach (``kind="attach"``, command ``("attach",)``), a log read (``kind="logs"``,
+    command ``("logs",)``) and a debug session (``kind="debug"``: its command is the debug
+    container's, ``image`` the image it runs and ``debug_container`` its name; ``container``
+    is the container it targets) get a pair each too.
 
     A copy (``copy_to_pod``, ``copy_from_pod``, the CLI's ``cp``, the browser terminal's drop
     and download) gets its own pair with ``kind="copy"``, besides the events of the execs it
@@ -130,6 +135,8 @@ class AuditEvent:
     sha256_verified: bool | None = None
     viewer: str | None = None
     role: str | None = None
+    image: str | None = None
+    debug_container: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         """The event as JSON-ready values (the schema of :class:`JsonLinesAuditLog`'s lines)."""
@@ -169,6 +176,8 @@ class AuditEvent:
             )
         if self.phase in VIEWER_PHASES:
             row.update(viewer=self.viewer, role=self.role)
+        if self.kind == "debug":
+            row.update(image=self.image, debug_container=self.debug_container)
         return row
 
 
@@ -209,8 +218,12 @@ class AuditRecord:
         tty: bool,
         recording: str | None = None,
         copy: CopyPaths | None = None,
+        image: str | None = None,
     ) -> None:
         self._hook = hook
+        #: A debug session's image, and its container's name once chosen.
+        self.image = image
+        self.debug_container: str | None = None
         self._kind: AuditKind = kind
         self._request = request
         self._tty = tty
@@ -325,6 +338,8 @@ class AuditRecord:
         duration = time.monotonic() - self._started_monotonic if phase == "ended" else None
         identity = getattr(request, "on_behalf_of", None)
         acting = identity if isinstance(identity, Impersonation) else None
+        if self._kind == "debug":
+            fields = {"image": self.image, "debug_container": self.debug_container, **fields}
         copy = self.copy
         if copy is not None:
             fields = {

@@ -29,7 +29,8 @@ from kuber_exec_core import (
     ResolvedTarget,
     Subprotocol,
 )
-from kuber_exec_core.kube import exec_path
+from kuber_exec_core.debug import attach_path
+from kuber_exec_core.kube import ApiResponse, exec_path
 
 from .._backend import BackendHooks
 from .._connection._connection import (
@@ -57,7 +58,7 @@ from ._http import HttpClient
 from ._lease_slots import ClusterSlots
 from ._orphans import OrphanCleanup
 from ._preflight import ExecPreflight
-from ._rest import MAX_CONCURRENT_REQUESTS, RestClient, open_http_client
+from ._rest import MAX_CONCURRENT_REQUESTS, RestClient, Streamed, open_http_client
 
 __all__ = ["KubernetesBackend"]
 
@@ -359,14 +360,45 @@ class KubernetesBackend(BackendHooks):
             functools.partial(self._open_exec, target.namespace, url, subprotocols)
         )
 
+    def attach(
+        self, target: ResolvedTarget, streams: ExecStreams, subprotocols: Sequence[Subprotocol]
+    ) -> AbstractAsyncContextManager[WebSocketExecConnection]:
+        """Open the ``pods/attach`` WebSocket to ``target``'s container, authenticated (the
+        pre-flight, when set, checks ``pods/attach``)."""
+        url = self.config.websocket_base + attach_path(target, streams)
+        return DelegatingBlock(
+            functools.partial(self._open_exec, target.namespace, url, subprotocols, "attach")
+        )
+
+    async def api_request(
+        self, method: str, path: str, body: bytes | None = None, content_type: str | None = None
+    ) -> ApiResponse:
+        """One request (the exec's user's), the answer whatever its status."""
+        shown = path.split("?", 1)[0]
+        return await self._client().send(
+            method,
+            path,
+            content=body,
+            content_type=content_type or "application/json",
+            shown=shown,
+        )
+
+    def api_stream(self, path: str) -> AbstractAsyncContextManager[Streamed]:
+        """A streamed GET of ``path`` (a log, a watch)."""
+        return self._client().stream(path, shown=path.split("?", 1)[0])
+
     async def _open_exec(
-        self, namespace: str, url: str, subprotocols: Sequence[Subprotocol]
+        self,
+        namespace: str,
+        url: str,
+        subprotocols: Sequence[Subprotocol],
+        subresource: str = "exec",
     ) -> tuple[AbstractAsyncContextManager[Any], WebSocketExecConnection]:
         # exec()'s entry: the access preflight, the credentials (fresh ones once after a 401
         # refusal of the upgrade), then the exec connection's block, entered, and its connection.
         rest = self._client()
         if self.preflight is not None:
-            await self.preflight.check(rest, namespace, current_impersonation())
+            await self.preflight.check(rest, namespace, current_impersonation(), subresource)
         generation = self.config.credentials_generation
         block = self._connection_block(url, subprotocols, await rest.auth_headers())
         try:

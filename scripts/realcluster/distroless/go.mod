@@ -1,0 +1,3 @@
+module kuber-exec.dev/realcluster/distroless
+
+go 1.21

@@ -1,0 +1,1 @@
+"""Attach, logs and ephemeral debug containers on anyio (docs/debug.md)."""
