@@ -178,7 +178,9 @@ async def test_a_silent_server_times_out() -> None:
 
 
 async def test_a_stream_left_early_closes_its_connection() -> None:
-    async with Server(lambda _: chunked(b"first", b"second")).running() as server:
+    # The first chunk of an answer that goes on (no last chunk yet): a watch.
+    unfinished = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n"
+    async with Server(lambda head: unfinished if b"/watch" in head else ok()).running() as server:
         client = server.client()
         try:
             async with client.stream("GET", "/watch") as response:
@@ -206,3 +208,17 @@ async def test_a_stream_may_wait_longer_than_the_clients_read_timeout() -> None:
             assert waited.cancelled_caught
         finally:
             await client.aclose()
+
+
+async def test_many_small_chunks_come_joined() -> None:
+    # A followed log: a chunk per line. What h11 already parsed is handed over at once.
+    lines = [f"line {n}\n".encode() for n in range(2000)]
+    async with Server(lambda _: chunked(*lines)).running() as server:
+        client = server.client()
+        try:
+            async with client.stream("GET", "/log") as response:
+                received = [chunk async for chunk in response.chunks()]
+        finally:
+            await client.aclose()
+    assert b"".join(received) == b"".join(lines)
+    assert len(received) < len(lines) // 10
