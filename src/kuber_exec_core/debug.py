@@ -13,7 +13,6 @@ import enum
 import fnmatch
 import json
 import re
-import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -255,9 +254,12 @@ def _profiles(value: object) -> frozenset[DebugProfile]:
     return frozenset(_profile(p) for p in value)
 
 
-def generated_name() -> str:
-    """A fresh name as kubectl makes them: ``debugger-`` and five random characters."""
-    return "debugger-" + "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
+def generated_name(entropy: bytes) -> str:
+    """A name as kubectl makes them: ``debugger-`` and five characters drawn from ``entropy``
+    (five random bytes from the caller: the core draws no randomness itself)."""
+    if len(entropy) < 5:
+        raise ValueError("generated_name needs five bytes of entropy")
+    return "debugger-" + "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in entropy[:5])
 
 
 @attrs.frozen(kw_only=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -317,9 +318,9 @@ async def open_debug(
         }
         name = debug.name
         if name is None:
-            name = generated_name()
+            name = generated_name(secrets.token_bytes(5))
             while name in taken:
-                name = generated_name()
+                name = generated_name(secrets.token_bytes(5))
         elif name in taken:
             raise ExecError(
                 ExecErrorCode.INVALID,
