@@ -138,6 +138,9 @@ class PodObject:
     creation_timestamp: str = attrs.field(factory=_now)
     #: Whether the image has a shell (``PodSpec.shell``).
     shell: bool = True
+    #: The pod's listening ports for port-forward: container port -> the loopback ``(host,
+    #: port)`` that answers for it (two pods may map the same container port).
+    ports: dict[int, tuple[str, int]] = attrs.field(factory=dict)
 
     @property
     def ready(self) -> bool:
