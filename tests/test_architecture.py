@@ -327,7 +327,7 @@ CORE_NAMES = {
 #: How many names every runtime binding exports besides its own ``KubernetesBackend`` and
 #: ``connect_exec`` (``kuber_exec_anyio.BINDING_NAMES``, listed once in
 #: ``kuber_exec_anyio.binding``): changing it is an API change, made here on purpose.
-BINDING_NAME_COUNT = 38
+BINDING_NAME_COUNT = 41  # 38 + port-forward: BoundPort, PortForward, PortForwardRecord
 
 
 def test_the_core_surface_is_pinned_and_h11_sized() -> None:

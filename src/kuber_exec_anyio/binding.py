@@ -45,6 +45,9 @@ from ._kubernetes._config import ClusterConfig as ClusterConfig
 from ._kubernetes._lease_slots import ClusterSlots as ClusterSlots
 from ._kubernetes._preflight import ExecPreflight as ExecPreflight
 from ._limits import SessionLimits as SessionLimits
+from ._portforward._forward import BoundPort as BoundPort
+from ._portforward._forward import PortForward as PortForward
+from ._portforward._forward import PortForwardRecord as PortForwardRecord
 from ._service import ExecService as ExecService
 from ._session import InteractiveSession as InteractiveSession
 
@@ -73,6 +76,10 @@ __all__ = [
     "copy_to_pod",
     "download_stream",
     "upload_stream",
+    # port-forward
+    "BoundPort",
+    "PortForward",
+    "PortForwardRecord",
     # the core's request, frame and error types
     "Close",
     "Error",

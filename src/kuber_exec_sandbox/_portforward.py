@@ -371,6 +371,7 @@ async def _run_legacy(websocket: WebSocket, plan: PortForwardPlan) -> None:
                     if opened is not None:
                         nursery.start_soon(from_pod, index, opened)
                 if not remaining[0]:
+                    nursery.cancel_scope.cancel()  # nothing to forward: the WebSocket ends
                     return
                 while True:
                     received = codec.receive_message(await websocket.receive_message())

@@ -71,6 +71,7 @@ WINGS: dict[str, set[str]] = {
     "_kubernetes": {HALL, "_connection"},
     "_audit": set(),
     "_copy": {HALL, "_audit"},
+    "_portforward": {HALL, "_connection"},
 }
 
 _PREFIX = "kuber_exec_"

@@ -41,7 +41,7 @@ from .._connection._connection import (
 )
 from .._connection._delegating import DelegatingBlock
 from .._connection._keepalive import SharedKeepalive
-from .._connection._transport import TransportOpener
+from .._connection._transport import TransportOpener, TransportOptions, WebSocketTransport
 from .._drivers import resolve_target
 from .._identity import current_impersonation, impersonation_headers
 from ._cache import (
@@ -377,6 +377,28 @@ class KubernetesBackend(BackendHooks):
                 raise
         block = self._connection_block(url, subprotocols, await rest.auth_headers())
         return block, await block.__aenter__()
+
+    @asynccontextmanager
+    async def open_upgrade(
+        self, path: str, subprotocols: Sequence[str]
+    ) -> AsyncIterator[WebSocketTransport]:
+        """A WebSocket upgrade of ``path`` (with its query) on the API server, authenticated
+        and with the running exec's impersonation headers, offering ``subprotocols``: the seam
+        of port-forward (``PortForward``). Leaving the block drops the connection.
+
+        Raises (on entry):
+            ExecError: as an exec's upgrade (a refused upgrade carries ``http_status``).
+        """
+        rest = self._client()
+        options = TransportOptions(
+            url=self.config.websocket_base + path,
+            subprotocols=tuple(subprotocols),
+            ssl_context=self.config.ssl_context,
+            headers=(*await rest.auth_headers(), *impersonation_headers()),
+            connect_timeout=self._request_timeout,
+        )
+        async with self._open_transport(options) as transport:
+            yield transport
 
     def _connection_block(
         self, url: str, subprotocols: Sequence[Subprotocol], auth: list[tuple[str, str]]
