@@ -33,6 +33,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["sandbox"]:
         # The sandbox owns its options and help; everything after the word is its own.
         return run_sandbox_command(args[1:])
+    if args[:1] == ["port-forward"]:
+        # Its own module and parser, imported only when it runs.
+        from ._port_forward import run_port_forward_command
+
+        return run_port_forward_command(args[1:])
     if args[:1] == ["web"]:
         # So does the browser terminal (kuber_exec_web).
         return run_web_command(args[1:])
