@@ -324,3 +324,106 @@ async def test_the_forward_moves_to_the_next_ready_pod_when_its_pod_goes_away(
                         got += data
                 assert got == b"web-b"
                 assert forward.target.pod == "web-b"
+
+
+async def test_with_the_watch_cache_new_connections_leave_a_terminating_pod(
+    adapter: ModuleType, doomed: Sandbox
+) -> None:
+    sandbox = doomed
+    async with (
+        pod_listeners(sandbox),
+        backend_for(adapter, sandbox) as backend,
+        backend.watch(["pf"]) as cache,
+    ):
+        with anyio.fail_after(20):
+            await cache.wait_synced()
+        service = adapter.ExecService(backend)
+        async with adapter.PortForward(service, WORKSPACE, "web", transport="tunnel") as forward:
+            with anyio.fail_after(20):
+                held = await forward.connect(8080)
+                with sandbox.cluster.changing():
+                    pod = sandbox.cluster.pod("pf", "web-a")
+                    assert pod is not None
+                    pod.deletion_timestamp = "2026-01-01T00:00:00Z"
+                await cache.wait_until(
+                    lambda store: (
+                        store.namespace("pf").pods.items["web-a"].deletion_timestamp is not None
+                    )
+                )
+                async with await forward.connect(9000) as stream:
+                    assert await stream.receive() == b"web-b"
+                # The terminating pod still serves what it had.
+                await held.send(b"still")
+                assert await held.receive() == b"STILL"
+                await held.aclose()
+
+
+async def test_a_refused_upgrade_is_the_servers_rbac_answer(
+    adapter: ModuleType, doomed: Sandbox
+) -> None:
+    from kuber_exec_sandbox import AccessRule
+
+    doomed.access.enforce(
+        [
+            AccessRule(verbs=("get", "list", "watch"), resource="*"),
+            AccessRule(verbs=("get", "create"), resource="pods", subresource="exec"),
+        ]
+    )
+    async with backend_for(adapter, doomed) as backend:
+        service = adapter.ExecService(backend)
+        for transport in TRANSPORTS:
+            async with adapter.PortForward(service, WORKSPACE, "web", transport=transport) as pf:
+                with pytest.raises(ExecError) as caught:
+                    await pf.connect(8080)
+            assert caught.value.code is ExecErrorCode.TARGET_FORBIDDEN
+            assert caught.value.http_status == 403
+            assert 'cannot get resource "pods/portforward"' in caught.value.message
+
+
+async def test_a_slow_reader_holds_the_pod_back_and_memory_stays_flat(
+    adapter: ModuleType, doomed: Sandbox
+) -> None:
+    """The pod's side writes as fast as it can; we read nothing for a while: what piles up is
+    bounded by the windows (ours 256 KiB, then the sandbox's and the sockets' buffers)."""
+    sandbox = doomed
+    written = [0]
+
+    async def firehose(client: anyio.abc.SocketStream) -> None:
+        chunk = b"x" * 65536
+        async with client:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                while True:
+                    await client.send(chunk)
+                    written[0] += len(chunk)
+
+    async with (
+        await anyio.create_tcp_listener(local_host="127.0.0.1") as listener,
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(listener.serve, firehose)
+        web = sandbox.cluster.deployment("pf", "web")
+        assert web is not None
+        for pod in sandbox.cluster.pods_of(web):
+            pod.ports[8080] = ("127.0.0.1", _port_of(listener))
+        async with backend_for(adapter, sandbox) as backend:
+            service = adapter.ExecService(backend)
+            async with adapter.PortForward(
+                service, WORKSPACE, "web", transport="tunnel"
+            ) as forward:
+                with anyio.fail_after(30):
+                    stream = await forward.connect(8080)
+                    first = await stream.receive()
+                    # Wait until the writer is stuck: its count stops moving.
+                    last = -1
+                    while written[0] != last:
+                        last = written[0]
+                        await anyio.sleep(0.3)
+                    buffered = len(stream._inner._connection.buffer)
+                    assert buffered <= 256 * 1024
+                    assert written[0] < 32 * 1024 * 1024  # held back, not buffered somewhere
+                    # Reading again lets it flow.
+                    total = len(first)
+                    while total < last + 1024 * 1024:
+                        total += len(await stream.receive())
+                    await stream.aclose()
+        tasks.cancel_scope.cancel()

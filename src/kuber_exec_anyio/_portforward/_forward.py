@@ -15,6 +15,9 @@ pods: ``resolve_target``), then opens the API server's ``pods/portforward`` upgr
 When the pod goes away, the tunnel ends and its connections fail with an ``ExecError`` saying
 so; the next :meth:`PortForward.connect` resolves the target again (ranking the dead pod last)
 and opens a new tunnel to the Deployment's next ready pod, without the caller doing anything.
+With the backend's watch cache (``KubernetesBackend.watch``), each new connection also checks,
+in memory, that its tunnel's pod is still the one the cache ranks first: a pod that is
+terminating (still serving its open connections) gets no new ones.
 A legacy connection refused with 404 (the pod is gone) is retried once the same way.
 
 Limits: ``max_connections`` open at once (one more is refused with ``EXEC_FAILED``), and in
@@ -40,6 +43,7 @@ from anyio.abc import SocketAttribute
 from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, ResolvedTarget, Workspace
 from kuber_exec_core.portforward import LEGACY_SUBPROTOCOL, TUNNEL_SUBPROTOCOL, check_port
 
+from .._backend import backend_hooks
 from .._drivers import resolve_target
 from .._service import ExecService
 from ._legacy import LegacyStream
@@ -209,6 +213,11 @@ class PortForward:
             self.service.backend, self.request, self.service.limits, avoid=avoid
         )
 
+    def _cached_target(self) -> ResolvedTarget | None:
+        """The target as the backend's watch cache has it now, in memory (``None``: no synced
+        cache, so nothing to compare without a round trip)."""
+        return backend_hooks(self.service.backend).resolve_cached(self.request, self.service.limits)
+
     def _open_upgrade(
         self, target: ResolvedTarget, query: str, subprotocol: str
     ) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -290,8 +299,14 @@ class PortForward:
         async with self._lock:
             tunnel = self._tunnel
             if tunnel is not None and not tunnel.closed:
-                return tunnel
-            if tunnel is not None or self._target is None:
+                cached = self._cached_target()
+                if cached is None or cached.pod == tunnel.pod:
+                    return tunnel
+                # The watch cache ranks another pod first now (this one is terminating, or
+                # gone): new connections go there; the old tunnel ends with its last one.
+                tunnel.retire()
+                self._target = cached
+            elif tunnel is not None or self._target is None:
                 # The last tunnel ended: its pod may be gone. Resolve again, that pod last.
                 self._target = await self._resolve(avoid=tunnel.pod if tunnel else None)
             assert self._tasks is not None

@@ -95,6 +95,7 @@ class TunnelConnection:
         #: Why the tunnel ended; ``None`` while it runs.
         self.error: ExecError | None = None
         self._stop = anyio.Event()
+        self._retired = False
 
     @property
     def closed(self) -> bool:
@@ -121,6 +122,12 @@ class TunnelConnection:
                     tasks.cancel_scope.cancel()
         finally:
             self._end(ExecError(ExecErrorCode.FAILED, f"the tunnel to pod {self.pod} ended"))
+
+    def retire(self) -> None:
+        """Take no new connection; stop once the open ones have closed."""
+        self._retired = True
+        if not self._connections:
+            self.stop()
 
     def stop(self) -> None:
         """End the tunnel (its connections fail); :meth:`run` returns soon after."""
@@ -196,6 +203,8 @@ class TunnelConnection:
                     f"the server reset the connection to port {connection.port}",
                 )
             del self._connections[connection.request_id]
+            if self._retired and not self._connections:
+                self.stop()
         connection.wake()
 
     async def _keepalive(self, scope: anyio.CancelScope) -> None:
@@ -231,6 +240,8 @@ class TunnelConnection:
         """
         if self.error is not None:
             raise self.error
+        if self._retired:
+            raise ExecError(ExecErrorCode.FAILED, f"the tunnel to pod {self.pod} is retired")
         request_id = self._tunnel.open_connection(port)
         connection = _Connection(request_id, port)
         self._connections[request_id] = connection
@@ -298,6 +309,8 @@ class TunnelConnection:
             with contextlib.suppress(TransportClosed):
                 await self._flush()
         self._drained.set()
+        if self._retired and not self._connections:
+            self.stop()
 
 
 def _tunnel_ended(reason: str) -> ExecError:
