@@ -427,3 +427,41 @@ async def test_a_slow_reader_holds_the_pod_back_and_memory_stays_flat(
                         total += len(await stream.receive())
                     await stream.aclose()
         tasks.cancel_scope.cancel()
+
+
+async def test_the_preflight_reviews_pods_portforward_before_the_upgrade(
+    adapter: ModuleType, doomed: Sandbox
+) -> None:
+    from kuber_exec_sandbox import AccessRule
+
+    doomed.access.enforce(
+        [
+            AccessRule(verbs=("get", "list", "watch"), resource="*"),
+            AccessRule(verbs=("create",), resource="selfsubjectaccessreviews"),
+            AccessRule(verbs=("get", "create"), resource="pods", subresource="exec"),
+        ]
+    )
+    async with backend_for(adapter, doomed, preflight=adapter.ExecPreflight()) as backend:
+        service = adapter.ExecService(backend)
+        async with adapter.PortForward(service, WORKSPACE, "web") as forward:
+            with pytest.raises(ExecError) as caught:
+                await forward.connect(8080)
+    assert caught.value.code is ExecErrorCode.TARGET_FORBIDDEN
+    assert caught.value.http_status is None  # the review said no: no upgrade was tried
+    assert "may not get pods/portforward in namespace 'pf'" in caught.value.message
+
+
+async def test_a_forward_holds_one_of_its_workspaces_session_slots(
+    adapter: ModuleType, with_tunnel: Sandbox
+) -> None:
+    async with backend_for(adapter, with_tunnel) as backend:
+        service = adapter.ExecService(
+            backend, session_limits=adapter.SessionLimits(max_sessions_per_workspace=1)
+        )
+        async with adapter.PortForward(service, WORKSPACE, "web"):
+            with pytest.raises(ExecError) as caught:
+                async with adapter.PortForward(service, WORKSPACE, "web"):
+                    pass
+            assert caught.value.code is ExecErrorCode.ABORTED
+        async with adapter.PortForward(service, WORKSPACE, "web"):
+            pass  # given back

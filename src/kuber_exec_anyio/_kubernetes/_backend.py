@@ -380,16 +380,28 @@ class KubernetesBackend(BackendHooks):
 
     @asynccontextmanager
     async def open_upgrade(
-        self, path: str, subprotocols: Sequence[str]
+        self,
+        path: str,
+        subprotocols: Sequence[str],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
     ) -> AsyncIterator[WebSocketTransport]:
         """A WebSocket upgrade of ``path`` (with its query) on the API server, authenticated
         and with the running exec's impersonation headers, offering ``subprotocols``: the seam
-        of port-forward (``PortForward``). Leaving the block drops the connection.
+        of port-forward (``PortForward``). With a :attr:`preflight`, ``namespace`` and
+        ``subresource`` (``portforward``), the access review runs first, as for an exec.
+        Leaving the block drops the connection.
 
         Raises (on entry):
-            ExecError: as an exec's upgrade (a refused upgrade carries ``http_status``).
+            ExecError: as an exec's upgrade (a refused upgrade carries ``http_status``), or the
+                pre-flight's ``EXEC_TARGET_FORBIDDEN``.
         """
         rest = self._client()
+        if self.preflight is not None and namespace is not None and subresource is not None:
+            await self.preflight.check(
+                rest, namespace, current_impersonation(), subresource=subresource
+            )
         options = TransportOptions(
             url=self.config.websocket_base + path,
             subprotocols=tuple(subprotocols),

@@ -103,33 +103,46 @@ class ExecPreflight:
     def __len__(self) -> int:
         return len(self._answers)
 
-    async def check(self, rest: RestClient, namespace: str, identity: Impersonation | None) -> None:
+    async def check(
+        self,
+        rest: RestClient,
+        namespace: str,
+        identity: Impersonation | None,
+        *,
+        subresource: str = "exec",
+    ) -> None:
         """Return if ``identity`` (``None``: the service) may exec in ``namespace``: every verb
-        of :attr:`verbs` is allowed. The first verb denied is the one reported.
+        of :attr:`verbs` is allowed on ``pods/<subresource>`` (``exec``; port-forward checks
+        ``portforward``, authorized the same way). The first verb denied is the one reported.
 
         Raises:
             ExecError: ``EXEC_TARGET_FORBIDDEN`` when a review denies it, ``EXEC_FAILED`` when
                 no answer could be had.
         """
         for verb in self.verbs:
-            await self._check_verb(rest, namespace, identity, verb)
+            await self._check_verb(rest, namespace, identity, verb, subresource)
 
     async def _check_verb(
-        self, rest: RestClient, namespace: str, identity: Impersonation | None, verb: str
+        self,
+        rest: RestClient,
+        namespace: str,
+        identity: Impersonation | None,
+        verb: str,
+        subresource: str,
     ) -> None:
         key: _Key = (
             None if identity is None else identity.user,
             () if identity is None else identity.groups,
             () if identity is None else identity.extras,
             namespace,
-            verb,
+            verb if subresource == "exec" else f"{verb} pods/{subresource}",
         )
         now = anyio.current_time()
         cached = self._answers.get(key)
         if cached is not None and cached[0] > now:
             allowed, reason = cached[1], cached[2]
         else:
-            allowed, reason = await self._review(rest, namespace, verb)
+            allowed, reason = await self._review(rest, namespace, verb, subresource)
             self._answers[key] = (anyio.current_time() + self.ttl, allowed, reason)
             self._answers.move_to_end(key)
             while len(self._answers) > self.max_entries:
@@ -139,13 +152,15 @@ class ExecPreflight:
             because = f": {reason}" if reason else ""
             raise ExecError(
                 ExecErrorCode.TARGET_FORBIDDEN,
-                f"{who} may not {verb} pods/exec in namespace {namespace!r} (checked with a "
-                f"SelfSubjectAccessReview for verb {verb!r} on resource 'pods/exec'; a WebSocket "
-                f"exec is authorized as 'get', and since Kubernetes 1.35 as 'create' too)"
-                f"{because}",
+                f"{who} may not {verb} pods/{subresource} in namespace {namespace!r} (checked "
+                f"with a SelfSubjectAccessReview for verb {verb!r} on resource "
+                f"'pods/{subresource}'; a WebSocket {subresource} is authorized as 'get', and "
+                f"since Kubernetes 1.35 as 'create' too){because}",
             )
 
-    async def _review(self, rest: RestClient, namespace: str, verb: str) -> tuple[bool, str]:
+    async def _review(
+        self, rest: RestClient, namespace: str, verb: str, subresource: str
+    ) -> tuple[bool, str]:
         self.reviews += 1
         body = {
             "apiVersion": "authorization.k8s.io/v1",
@@ -156,7 +171,7 @@ class ExecPreflight:
                     "verb": verb,
                     "group": "",
                     "resource": "pods",
-                    "subresource": "exec",
+                    "subresource": subresource,
                 }
             },
         }

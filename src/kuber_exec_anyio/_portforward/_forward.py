@@ -20,10 +20,13 @@ in memory, that its tunnel's pod is still the one the cache ranks first: a pod t
 terminating (still serving its open connections) gets no new ones.
 A legacy connection refused with 404 (the pod is gone) is retried once the same way.
 
-Limits: ``max_connections`` open at once (one more is refused with ``EXEC_FAILED``), and in
-:meth:`PortForward.listen` an ``idle_timeout`` after which a connection with no bytes either way
-is closed. Every connection ends with one :class:`PortForwardRecord` to the ``audit`` hook: its
-pod and port, the bytes each way and how it ended.
+Limits: the forward holds one of its workspace's session slots while open (the service's
+``SessionLimits.max_sessions_per_workspace``, as Leases with ``ClusterSlots``: a full workspace
+is refused on entry with ``EXEC_ABORTED``), ``max_connections`` open at once (one more is
+refused with ``EXEC_FAILED``), and in :meth:`PortForward.listen` an ``idle_timeout`` after which
+a connection with no bytes either way is closed. Every connection ends with one
+:class:`PortForwardRecord` to the ``audit`` hook: its pod and port, the bytes each way and how
+it ended.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from kuber_exec_core.portforward import LEGACY_SUBPROTOCOL, TUNNEL_SUBPROTOCOL, 
 
 from .._backend import backend_hooks
 from .._drivers import resolve_target
+from .._limits import WorkspaceSlots
 from .._service import ExecService
 from ._legacy import LegacyStream
 from ._tunnel import TunnelConnection, TunnelStream
@@ -182,6 +186,7 @@ class PortForward:
         self._tunnel: TunnelConnection | None = None
         self._lock = anyio.Lock()
         self._tasks: anyio.abc.TaskGroup | None = None
+        self._slot = contextlib.AsyncExitStack()
 
     @property
     def target(self) -> ResolvedTarget | None:
@@ -190,10 +195,29 @@ class PortForward:
 
     async def __aenter__(self) -> Self:
         self._target = await self._resolve(avoid=None)
-        tasks = anyio.create_task_group()
-        await tasks.__aenter__()
+        # A forward holds one of its workspace's session slots while it is open, as an
+        # interactive session does (SessionLimits.max_sessions_per_workspace; a Lease with
+        # ClusterSlots).
+        self._slot = contextlib.AsyncExitStack()
+        await self._slot.__aenter__()
+        try:
+            await self._take_slot(self._slot)
+            tasks = anyio.create_task_group()
+            await tasks.__aenter__()
+        except BaseException:
+            await self._slot.aclose()
+            raise
         self._tasks = tasks
         return self
+
+    async def _take_slot(self, stack: contextlib.AsyncExitStack) -> None:
+        slots = self.service._slots
+        workspace = self.request.workspace
+        if isinstance(slots, WorkspaceSlots):
+            if slots.take(workspace):
+                stack.callback(slots.give_back, workspace)
+            return
+        await stack.enter_async_context(slots.hold(workspace))
 
     async def __aexit__(
         self,
@@ -204,9 +228,13 @@ class PortForward:
         tasks, self._tasks = self._tasks, None
         if self._tunnel is not None:
             self._tunnel.stop()
-        if tasks is not None:
-            tasks.cancel_scope.cancel()
-            await tasks.__aexit__(None, None, None)
+        try:
+            if tasks is not None:
+                tasks.cancel_scope.cancel()
+                await tasks.__aexit__(None, None, None)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._slot.aclose()
 
     async def _resolve(self, avoid: str | None) -> ResolvedTarget:
         return await resolve_target(
@@ -223,7 +251,9 @@ class PortForward:
     ) -> contextlib.AbstractAsyncContextManager[Any]:
         path = f"/api/v1/namespaces/{target.namespace}/pods/{target.pod}/portforward{query}"
         opener: Any = self.service.backend.open_upgrade  # type: ignore[attr-defined]
-        return opener(path, [subprotocol])  # type: ignore[no-any-return]
+        return opener(  # type: ignore[no-any-return]
+            path, [subprotocol], namespace=target.namespace, subresource="portforward"
+        )
 
     # -- connections ---------------------------------------------------------------------------
 
