@@ -179,15 +179,48 @@ async def _watch_pod(plan: PortForwardPlan, scope: trio.CancelScope) -> None:
     scope.cancel()
 
 
+class _Dropped(Exception):
+    """The fault ``Faults.drop_port_forward_after`` ends this WebSocket now."""
+
+
+class _Counting:
+    """The WebSocket's send side, counting toward an armed drop (``None``: none armed)."""
+
+    def __init__(self, websocket: WebSocket, drop_after: int | None) -> None:
+        self._websocket = websocket
+        self._left = drop_after
+
+    async def send_message(self, message: bytes) -> None:
+        await self._websocket.send_message(message)
+        if self._left is not None:
+            self._left -= len(message)
+            if self._left <= 0:
+                raise _Dropped
+
+    async def receive_message(self) -> bytes | str:
+        return await self._websocket.receive_message()
+
+
 async def run_portforward(websocket: WebSocket, plan: PortForwardPlan) -> None:
-    """Serve one accepted port-forward WebSocket until either side ends it."""
+    """Serve one accepted port-forward WebSocket until either side ends it (or an armed
+    ``drop_port_forward_after`` fault drops it)."""
+    pod = plan.pod
+    drop_after = plan.cluster.faults.take_forward_drop(pod.namespace, pod.name)
+    counting = _Counting(websocket, drop_after)
+    dropped = drop_after == 0
     try:
-        if plan.tunnel:
-            await _Tunnel(websocket, plan).run()
-        else:
-            await _run_legacy(websocket, plan)
+        if not dropped:
+            if plan.tunnel:
+                await _Tunnel(counting, plan).run()
+            else:
+                await _run_legacy(counting, plan)
+    except* _Dropped:
+        dropped = True
     finally:
-        await websocket.close()
+        if dropped:
+            await websocket.drop()
+        else:
+            await websocket.close()
 
 
 # -- the tunnel ----------------------------------------------------------------------------------
@@ -204,7 +237,7 @@ class _Forward:
 
 
 class _Tunnel:
-    def __init__(self, websocket: WebSocket, plan: PortForwardPlan) -> None:
+    def __init__(self, websocket: _Counting, plan: PortForwardPlan) -> None:
         self.websocket = websocket
         self.plan = plan
         self.tunnel = TunnelServer()
@@ -341,7 +374,7 @@ class _Tunnel:
 # -- the legacy channels -------------------------------------------------------------------------
 
 
-async def _run_legacy(websocket: WebSocket, plan: PortForwardPlan) -> None:
+async def _run_legacy(websocket: _Counting, plan: PortForwardPlan) -> None:
     codec = LegacyServer(plan.ports)
     targets: list[trio.SocketStream | None] = []
     try:

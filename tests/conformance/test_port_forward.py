@@ -465,3 +465,24 @@ async def test_a_forward_holds_one_of_its_workspaces_session_slots(
             assert caught.value.code is ExecErrorCode.ABORTED
         async with adapter.PortForward(service, WORKSPACE, "web"):
             pass  # given back
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_dropped_websocket_fails_its_connections_and_the_next_one_reconnects(
+    adapter: ModuleType, doomed: Sandbox, transport: str
+) -> None:
+    async with pod_listeners(doomed), backend_for(adapter, doomed) as backend:
+        service = adapter.ExecService(backend)
+        async with adapter.PortForward(service, WORKSPACE, "web", transport=transport) as pf:
+            with anyio.fail_after(20):
+                doomed.cluster.faults.drop_port_forward_after(200_000)
+                stream = await pf.connect(8080)
+                with pytest.raises(ExecError) as caught:
+                    await stream.send(b"z" * 1_000_000)
+                    while True:
+                        await stream.receive()
+                assert caught.value.code is ExecErrorCode.FAILED
+                await stream.aclose()
+                assert doomed.cluster.faults.dropped_forwards == 1
+                async with await pf.connect(8080) as again:
+                    assert await exchange(again, b"back", half_close=False) == b"BACK"

@@ -41,6 +41,7 @@ class LegacyStream(anyio.abc.ByteStream):
         self.port = port
         self._buffer = b""
         self._ended = False
+        self._clean = True
         self._write_closed = False
         self._closed = False
         self.bytes_received = 0
@@ -54,8 +55,9 @@ class LegacyStream(anyio.abc.ByteStream):
                 self._raise_end()
             try:
                 message = await self._transport.receive()
-            except TransportClosed:
+            except TransportClosed as closed:
                 self._ended = True
+                self._clean = closed.clean
                 continue
             received = self._codec.receive_message(message)
             if received is not None:
@@ -68,6 +70,13 @@ class LegacyStream(anyio.abc.ByteStream):
         message = self._codec.errors()[0]
         if message:
             raise ExecError(ExecErrorCode.FAILED, message)
+        if not self._clean:
+            # The server ends a forward with a Close frame; a connection that just stopped is
+            # a broken one (the API server or the network went away), not the pod's end.
+            raise ExecError(
+                ExecErrorCode.FAILED,
+                f"the connection to port {self.port} broke: its WebSocket ended without a Close",
+            )
         raise anyio.EndOfStream
 
     async def send(self, item: bytes) -> None:
@@ -76,8 +85,9 @@ class LegacyStream(anyio.abc.ByteStream):
         for message in self._codec.encode(0, item):
             try:
                 await self._transport.send(message)
-            except TransportClosed:
+            except TransportClosed as closed:
                 self._ended = True
+                self._clean = closed.clean
                 raise anyio.BrokenResourceError from None
         self.bytes_sent += len(item)
 
