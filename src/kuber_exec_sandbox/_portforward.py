@@ -52,6 +52,8 @@ _READ_BYTES = 64 * 1024
 _MAX_BUFFERED = 1 << 20
 #: How long the tunnel waits for the second stream of a connection (the kubelet: 30 s).
 _PAIR_SECONDS = 30.0
+#: Bytes queued for the WebSocket above which the forwards wait for the writer.
+_HIGH_WATER = 1 << 20
 
 
 def portforward_route(path: str) -> tuple[str, str] | None:
@@ -243,22 +245,47 @@ class _Tunnel:
         self.tunnel = TunnelServer()
         self.forwards: dict[str, _Forward] = {}
         self.writable = trio.Event()
-        self.flush_lock = trio.Lock()
+        self.kick = trio.Event()
+        self.sent = trio.Event()
+        self.ended = False
         self.cancel_scope = trio.CancelScope()
 
     async def flush(self) -> None:
-        async with self.flush_lock:
-            data = self.tunnel.data_to_send()
-            if data:
-                await self.websocket.send_message(data)
+        """Have the writer send what is queued; wait while over ``_HIGH_WATER`` is queued. The
+        bytes taken from the session hold every connection's frames: only the writer, which is
+        cancelled with the whole tunnel, ever holds them."""
+        self.kick.set()
+        while self.tunnel.session.pending_bytes > _HIGH_WATER and not self.ended:
+            sent = self.sent
+            await sent.wait()
+
+    async def write(self) -> None:
+        try:
+            while True:
+                kick = self.kick
+                await kick.wait()
+                self.kick = trio.Event()
+                data = self.tunnel.data_to_send()
+                if data:
+                    await self.websocket.send_message(data)
+                self.sent.set()
+                self.sent = trio.Event()
+        finally:
+            self.ended = True
+            self.sent.set()
 
     async def run(self) -> None:
         with self.cancel_scope:
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(_watch_pod, self.plan, self.cancel_scope)
+                    nursery.start_soon(self.write)
                     await self.flush()
                     await self.read(nursery)
+                    # What the reader queued last (a GOAWAY) goes out before the end.
+                    self.kick.set()
+                    while self.tunnel.session.pending_bytes and not self.ended:
+                        await self.sent.wait()
                     nursery.cancel_scope.cancel()
             except* (ClientGone, FrameTooLarge):
                 pass
@@ -271,11 +298,10 @@ class _Tunnel:
             try:
                 self.tunnel.receive_data(message)
             except PortForwardProtocolError:
-                await self.flush()  # the GOAWAY
-                return
+                return  # run() sends the GOAWAY it queued
             while (event := self.tunnel.next_event()) is not NEED_DATA:
                 self.on_event(event, nursery)
-            await self.flush()
+            self.kick.set()  # the reader never waits for the writer
             for forward in list(self.forwards.values()):
                 while len(forward.inbound) > _MAX_BUFFERED and forward.request_id in self.forwards:
                     forward.drained = trio.Event()
@@ -322,11 +348,7 @@ class _Tunnel:
         finally:
             self.forwards.pop(request_id, None)
             forward.drained.set()
-            with trio.CancelScope(shield=True):
-                try:
-                    await self.flush()
-                except ClientGone:
-                    self.cancel_scope.cancel()
+            self.kick.set()  # the writer sends the connection's last frames
 
     async def to_pod(self, forward: _Forward, target: trio.SocketStream) -> None:
         while True:

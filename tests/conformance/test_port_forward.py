@@ -486,3 +486,19 @@ async def test_a_dropped_websocket_fails_its_connections_and_the_next_one_reconn
                 assert doomed.cluster.faults.dropped_forwards == 1
                 async with await pf.connect(8080) as again:
                     assert await exchange(again, b"back", half_close=False) == b"BACK"
+
+
+async def test_short_connections_through_a_listener_never_hang(
+    adapter: ModuleType, service: Any, pods: None
+) -> None:
+    """Each connection closes while the next opens: the frames of one must never be lost with
+    the other's cancellation (one writer task sends every frame of the tunnel)."""
+    async with (
+        adapter.PortForward(service, WORKSPACE, "web", transport="tunnel") as forward,
+        forward.listen([(0, 8080)]) as bound,
+    ):
+        for i in range(600):
+            with anyio.fail_after(5):
+                async with await anyio.connect_tcp("127.0.0.1", bound[0].local_port) as client:
+                    await client.send(b"%d" % i)
+                    assert await client.receive() == b"%d" % i

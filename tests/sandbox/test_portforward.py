@@ -299,7 +299,7 @@ async def test_garbage_on_the_tunnel_gets_a_goaway_and_the_end(sandbox: Sandbox)
     await ws.send(b"\x80\x02\x00\x01" + bytes(12))  # a SPDY/2 frame
     with trio.fail_after(10):
         messages, closed = await ws.receive_all()
-    assert any(isinstance(m, bytes) and m.startswith(b"\x80\x03\x00\x07") for m in messages)
+    assert any(isinstance(m, bytes) and b"\x80\x03\x00\x07" in m for m in messages)  # GOAWAY
     assert isinstance(closed, Closed)
 
 

@@ -47,6 +47,8 @@ __all__ = ["DEFAULT_MAX_BUFFERED", "TunnelConnection", "TunnelStream"]
 
 #: Unread bytes one connection may hold before the reader stops reading the tunnel.
 DEFAULT_MAX_BUFFERED = 1 << 20
+#: Bytes queued for the WebSocket above which senders wait for the writer.
+_HIGH_WATER = 1 << 20
 #: The most bytes one SPDY write takes (a DATA frame is at most 64 KiB; a few per message).
 _SEND_CHUNK = 256 * 1024
 
@@ -88,7 +90,8 @@ class TunnelConnection:
         self._pong_timeout = pong_timeout
         self._max_buffered = max_buffered
         self._connections: dict[str, _Connection] = {}
-        self._send_lock = anyio.Lock()
+        self._kick = anyio.Event()
+        self._sent = anyio.Event()
         self._writable = anyio.Event()
         self._drained = anyio.Event()
         self._pong = anyio.Event()
@@ -111,6 +114,7 @@ class TunnelConnection:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._keepalive, tasks.cancel_scope)
                 tasks.start_soon(self._wait_stop, tasks.cancel_scope)
+                tasks.start_soon(self._writer, tasks.cancel_scope)
                 try:
                     await self._flush()  # our SETTINGS and session window
                     await self._read()
@@ -134,6 +138,13 @@ class TunnelConnection:
         self._end(ExecError(ExecErrorCode.ABORTED, "the port-forward was closed"))
         self._stop.set()
 
+    async def _writer(self, scope: anyio.CancelScope) -> None:
+        try:
+            await self._write()
+        except TransportClosed as closed:
+            self._end(_tunnel_ended(closed.reason or "the connection broke"))
+            scope.cancel()
+
     async def _wait_stop(self, scope: anyio.CancelScope) -> None:
         await self._stop.wait()
         scope.cancel()
@@ -147,12 +158,28 @@ class TunnelConnection:
             connection.wake()
         self._writable.set()
         self._drained.set()
+        self._sent.set()
 
     async def _flush(self) -> None:
-        async with self._send_lock:
+        """Have what is queued sent, by the writer task: bytes taken from the session hold
+        every connection's frames, so no caller's cancellation may lose them. Waits while
+        more than ``_HIGH_WATER`` bytes are queued (backpressure on the senders)."""
+        self._kick.set()
+        while self._tunnel.session.pending_bytes > _HIGH_WATER and self.error is None:
+            sent = self._sent
+            await sent.wait()
+
+    async def _write(self) -> None:
+        # The one task that sends on the WebSocket: cancelled only with the tunnel.
+        while True:
+            kick = self._kick
+            await kick.wait()
+            self._kick = anyio.Event()
             data = self._tunnel.data_to_send()
             if data:
                 await self._transport.send(data)
+            self._sent.set()
+            self._sent = anyio.Event()
 
     async def _read(self) -> None:
         while True:
@@ -165,11 +192,12 @@ class TunnelConnection:
             try:
                 self._tunnel.receive_data(message)
             finally:
-                with anyio.CancelScope(shield=True):
-                    await self._flush()  # answers (pings, GOAWAY on an error) go out first
+                # Answers (pongs, window updates, a GOAWAY on an error) go out; the reader
+                # never waits for the writer (that could stall both ends).
+                self._kick.set()
             while (event := self._tunnel.next_event()) is not NEED_DATA:
                 self._on_event(event)
-            await self._flush()
+            self._kick.set()
             while any(len(c.buffer) > self._max_buffered for c in self._connections.values()):
                 self._drained = anyio.Event()
                 await self._drained.wait()

@@ -214,6 +214,11 @@ class SpdySession:
 
     # -- what goes out -------------------------------------------------------------------------
 
+    @property
+    def pending_bytes(self) -> int:
+        """How many bytes are queued for the peer (what ``data_to_send`` would return)."""
+        return len(self._outgoing)
+
     def data_to_send(self) -> bytes:
         """The bytes queued for the peer since the last call (possibly empty)."""
         out = bytes(self._outgoing)
