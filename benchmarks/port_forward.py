@@ -136,8 +136,7 @@ def kuber_listener(sandbox: Sandbox, remote: int, adapter: Any, transport: str) 
         ):
             ready.append(bound[0].local_port)
             started.set()
-            while not stop.is_set():
-                await anyio.sleep(0.05)
+            await anyio.to_thread.run_sync(stop.wait)
 
     backend_name = "trio" if adapter is kuber_exec_trio else "asyncio"
     thread = threading.Thread(target=lambda: anyio.run(serve, backend=backend_name), daemon=True)
@@ -281,7 +280,7 @@ def main() -> int:
         print(f"failover ({name}): {rows[f'kuber-exec tunnel ({name})']['failover']}", flush=True)
     baseline = rows.get("kubectl 1.32 port-forward", {}).get("throughput_mib_s")
     if baseline:
-        for name, row in rows.items():
+        for row in rows.values():
             row["throughput_vs_kubectl"] = row["throughput_mib_s"] / baseline
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False

@@ -108,6 +108,12 @@ async def service(adapter: ModuleType, with_tunnel: Sandbox) -> AsyncIterator[An
         yield adapter.ExecService(backend)
 
 
+async def send_and_drain(stream: anyio.abc.ByteStream, payload: bytes) -> None:
+    await stream.send(payload)
+    while True:
+        await stream.receive()
+
+
 async def exchange(stream: anyio.abc.ByteStream, payload: bytes, *, half_close: bool) -> bytes:
     """Send ``payload``, then read the echo (to its end with half-close, else its length)."""
     received = bytearray()
@@ -133,10 +139,12 @@ async def test_a_connection_echoes_through_the_forward(
 ) -> None:
     async with adapter.PortForward(service, WORKSPACE, "web", transport=transport) as forward:
         assert forward.target.pod == "web-a"  # ranked as an exec's target
+        assert forward.transport_in_use in (None, "legacy")
         with anyio.fail_after(10):
             stream = await forward.connect(8080)
             async with stream:
                 answer = await exchange(stream, b"hello", half_close=transport == "tunnel")
+        assert forward.transport_in_use == transport
     assert answer == b"HELLO"
 
 
@@ -202,6 +210,7 @@ async def test_auto_falls_back_to_the_legacy_channels_on_the_400(
                 async with await forward.connect(8080) as stream:
                     assert await exchange(stream, b"fallback", half_close=False) == b"FALLBACK"
             assert forward.transport == "legacy"
+            assert forward.transport_in_use == "legacy"
         async with adapter.PortForward(service, WORKSPACE, "web", transport="tunnel") as forward:
             with pytest.raises(ExecError) as caught:
                 await forward.connect(8080)
@@ -478,9 +487,7 @@ async def test_a_dropped_websocket_fails_its_connections_and_the_next_one_reconn
                 doomed.cluster.faults.drop_port_forward_after(200_000)
                 stream = await pf.connect(8080)
                 with pytest.raises(ExecError) as caught:
-                    await stream.send(b"z" * 1_000_000)
-                    while True:
-                        await stream.receive()
+                    await send_and_drain(stream, b"z" * 1_000_000)
                 assert caught.value.code is ExecErrorCode.FAILED
                 await stream.aclose()
                 assert doomed.cluster.faults.dropped_forwards == 1

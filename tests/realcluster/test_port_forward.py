@@ -72,7 +72,7 @@ async def test_a_connection_echoes_over_the_servers_transport(
         with anyio.fail_after(60):
             async with await forward.connect(echo_port) as stream:
                 await stream.send(b"ping over the real path")
-                if forward.transport == "tunnel":
+                if forward.transport_in_use == "tunnel":
                     await stream.send_eof()
                     assert await read_all(stream) == b"ping over the real path"
                 else:
@@ -80,7 +80,7 @@ async def test_a_connection_echoes_over_the_servers_transport(
                     while len(got) < 23:
                         got += await stream.receive()
                     assert got == b"ping over the real path"
-        assert forward.transport == expected_transport(server_minor)
+        assert forward.transport_in_use == expected_transport(server_minor)
 
 
 async def test_forcing_the_tunnel_on_an_old_server_is_its_400(

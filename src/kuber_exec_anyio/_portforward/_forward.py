@@ -189,6 +189,14 @@ class PortForward:
         self._slot = contextlib.AsyncExitStack()
 
     @property
+    def transport_in_use(self) -> Literal["tunnel", "legacy"] | None:
+        """The transport the forward's connections use now (``None`` before the first one;
+        ``"legacy"`` once ``"auto"`` fell back)."""
+        if self.transport == "legacy":
+            return "legacy"
+        return "tunnel" if self._tunnel is not None else None
+
+    @property
     def target(self) -> ResolvedTarget | None:
         """The pod the forward's connections go to now (``None`` before entry)."""
         return self._target
