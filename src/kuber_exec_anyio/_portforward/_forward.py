@@ -219,7 +219,7 @@ class PortForward:
         return self
 
     async def _take_slot(self, stack: contextlib.AsyncExitStack) -> None:
-        slots = self.service._slots
+        slots = self.service.workspace_slots
         workspace = self.request.workspace
         if isinstance(slots, WorkspaceSlots):
             if slots.take(workspace):
