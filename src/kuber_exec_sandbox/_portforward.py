@@ -50,8 +50,6 @@ _READ_BYTES = 64 * 1024
 #: Bytes the sandbox holds for one connection's pod side before it stops reading the tunnel (a
 #: client without flow control, as kubectl, can send faster than the pod reads).
 _MAX_BUFFERED = 1 << 20
-#: How long the tunnel waits for the second stream of a connection (the kubelet: 30 s).
-_PAIR_SECONDS = 30.0
 #: Bytes queued for the WebSocket above which the forwards wait for the writer.
 _HIGH_WATER = 1 << 20
 

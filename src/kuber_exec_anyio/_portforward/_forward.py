@@ -300,7 +300,7 @@ class PortForward:
         except BaseException:
             self._open -= 1
             raise
-        return _AuditedStream(inner, functools.partial(self._record), self._release)
+        return _AuditedStream(inner, self._record, self._release)
 
     def _release(self) -> None:
         self._open -= 1
