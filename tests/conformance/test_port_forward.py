@@ -495,13 +495,18 @@ async def test_a_dropped_websocket_fails_its_connections_and_the_next_one_reconn
                     assert await exchange(again, b"back", half_close=False) == b"BACK"
 
 
-async def test_short_connections_through_a_listener_never_hang(
-    adapter: ModuleType, service: Any, pods: None
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_short_connections_through_a_listener_never_hang_or_leak(
+    adapter: ModuleType, service: Any, pods: None, transport: str
 ) -> None:
     """Each connection closes while the next opens: the frames of one must never be lost with
-    the other's cancellation (one writer task sends every frame of the tunnel)."""
+    the other's cancellation (one writer task sends every frame of the tunnel), and each must
+    end (on the legacy channels the local end ends it: the pod cannot be told), or the limit
+    of 50 open connections refuses the 51st."""
     async with (
-        adapter.PortForward(service, WORKSPACE, "web", transport="tunnel") as forward,
+        adapter.PortForward(
+            service, WORKSPACE, "web", transport=transport, max_connections=50
+        ) as forward,
         forward.listen([(0, 8080)]) as bound,
     ):
         for i in range(600):

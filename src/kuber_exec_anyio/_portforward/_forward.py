@@ -107,6 +107,12 @@ class _AuditedStream(anyio.abc.ByteStream):
     def port(self) -> int:
         return self._inner.port
 
+    @property
+    def half_close(self) -> bool:
+        """Whether ``send_eof`` reaches the pod (the tunnel) or only stops our sends (the
+        legacy channels, which cannot say it)."""
+        return self._inner.half_close
+
     async def receive(self, max_bytes: int = 65536) -> bytes:
         try:
             return await self._inner.receive(max_bytes)
@@ -266,6 +272,10 @@ class PortForward:
     # -- connections ---------------------------------------------------------------------------
 
     async def connect(self, port: int) -> anyio.abc.ByteStream:
+        """See :meth:`_connect_audited` (the stream's type is anyio's, for callers)."""
+        return await self._connect_audited(port)
+
+    async def _connect_audited(self, port: int) -> _AuditedStream:
         """A new connection to ``port`` of the Deployment's current pod, as an anyio byte
         stream (``send_eof`` half-closes on the tunnel). Close it when done.
 
@@ -440,12 +450,12 @@ class PortForward:
     async def _serve(self, remote: int, client: anyio.abc.SocketStream) -> None:
         async with client:
             try:
-                stream = await self.connect(remote)
+                stream = await self._connect_audited(remote)
             except ExecError as error:
                 _log.warning("port-forward to port %d failed: %s", remote, error)
                 return
             async with stream:
-                await _splice(client, stream, self.idle_timeout)
+                await _splice(client, stream, self.idle_timeout, half_close=stream.half_close)
 
 
 def _local_port(listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> int:
@@ -456,16 +466,24 @@ def _local_port(listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> int:
 
 
 async def _splice(
-    local: anyio.abc.ByteStream, remote: anyio.abc.ByteStream, idle_timeout: float | None
+    local: anyio.abc.ByteStream,
+    remote: anyio.abc.ByteStream,
+    idle_timeout: float | None,
+    *,
+    half_close: bool,
 ) -> None:
     """Copy both ways, passing each side's end of stream on as a half-close, until both ended
-    or either failed (or nothing moved for ``idle_timeout`` seconds)."""
+    or either failed (or nothing moved for ``idle_timeout`` seconds). Without ``half_close``
+    (the legacy channels) the local side's end ends the connection: the pod could never learn
+    of it, and would hold the connection open forever."""
     activity = [anyio.current_time()]
 
     async def pump(source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream) -> None:
         async for data in source:
             activity[0] = anyio.current_time()
             await sink.send(data)
+        if sink is remote and not half_close:
+            raise anyio.ClosedResourceError  # ends the splice: see the docstring
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             await sink.send_eof()
 

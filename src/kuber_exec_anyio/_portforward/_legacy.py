@@ -26,6 +26,9 @@ class LegacyStream(anyio.abc.ByteStream):
     """An anyio byte stream over one legacy port-forward WebSocket; ``exit_stack`` holds the
     WebSocket open and is closed by :meth:`aclose`."""
 
+    #: This transport cannot tell the pod "no more bytes" (module docstring).
+    half_close = False
+
     def __init__(
         self,
         transport: WebSocketTransport,

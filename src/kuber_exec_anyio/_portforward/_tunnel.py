@@ -354,6 +354,9 @@ class TunnelStream(anyio.abc.ByteStream):
     ends the connection (both streams reset) and is idempotent.
     """
 
+    #: ``send_eof`` reaches the pod as a TCP half-close.
+    half_close = True
+
     def __init__(self, tunnel: TunnelConnection, connection: _Connection) -> None:
         self._tunnel = tunnel
         self._connection = connection
