@@ -13,6 +13,7 @@ from kuber_exec_core.portforward import (
     ConnectionData,
     ConnectionEnded,
     ConnectionEOF,
+    ConnectionErrorStreamEnded,
     ConnectionFailed,
     ConnectionReady,
     ConnectionRequested,
@@ -94,6 +95,7 @@ def test_bytes_flow_both_ways_and_half_close_ends_the_connection() -> None:
     pipe(client, server)
     assert events(client) == [
         ConnectionData(request, b"HTTP/1.0 200 OK\r\n\r\nhi"),
+        ConnectionErrorStreamEnded(request),  # no failure: the error stream closed empty
         ConnectionEOF(request),
         ConnectionEnded(request, reset=False),
     ]

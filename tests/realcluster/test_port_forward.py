@@ -23,8 +23,6 @@ from .kube import WS_MAIN
 
 pytestmark = pytest.mark.anyio
 
-HTTP_PORT = 18_411
-
 
 def workspace(adapter: ModuleType) -> Any:
     return adapter.Workspace(project="kx-target", uid=WS_MAIN)
@@ -165,6 +163,8 @@ async def test_an_http_server_in_the_pod_answers_through_a_local_listener(
 ) -> None:
     root = f"/tmp/kx-http-{uuid.uuid4().hex}"
     body = uuid.uuid4().hex
+    # A port of this run's own: the pods share the node's network (hostNetwork).
+    http_port = 18_000 + uuid.uuid4().int % 1000
     started = await admin_service.execute(
         adapter.ExecRequest(
             workspace=workspace(adapter),
@@ -173,8 +173,8 @@ async def test_an_http_server_in_the_pod_answers_through_a_local_listener(
                 "sh",
                 "-c",
                 f"mkdir -p {root} && echo {body} > {root}/index.html && "
-                f"(httpd -p 127.0.0.1:{HTTP_PORT} -h {root} || busybox httpd -p "
-                f"127.0.0.1:{HTTP_PORT} -h {root})",
+                f"(httpd -p 127.0.0.1:{http_port} -h {root} || busybox httpd -p "
+                f"127.0.0.1:{http_port} -h {root})",
             ],
         )
     )
@@ -182,7 +182,7 @@ async def test_an_http_server_in_the_pod_answers_through_a_local_listener(
     try:
         async with (
             adapter.PortForward(admin_service, workspace(adapter), "shell") as forward,
-            forward.listen([(0, HTTP_PORT)]) as bound,
+            forward.listen([(0, http_port)]) as bound,
         ):
             with anyio.fail_after(60):
                 async with await anyio.connect_tcp("127.0.0.1", bound[0].local_port) as client:
@@ -195,6 +195,10 @@ async def test_an_http_server_in_the_pod_answers_through_a_local_listener(
             adapter.ExecRequest(
                 workspace=workspace(adapter),
                 deployment="shell",
-                command=["sh", "-c", f"pkill -f 'httpd -p 127.0.0.1:{HTTP_PORT}'; rm -rf {root}"],
+                command=[
+                    "sh",
+                    "-c",
+                    f"for p in $(pidof httpd); do kill $p; done; rm -rf {root}",
+                ],
             )
         )

@@ -14,6 +14,10 @@ side) is held back by the reader instead: while any connection holds more than
 ``max_buffered`` unread bytes the reader stops reading the WebSocket (TCP then slows the
 server), so memory stays bounded either way.
 
+A connection's failure is what the server writes on its error stream; a kubelet may close the
+data stream first, so the end of the data waits up to a second for the error stream to end (or
+to carry the failure) before it reads as the pod's end.
+
 When the tunnel ends (the server closed it, the pod went away, a protocol error, a missed pong)
 every open connection fails with an ``ExecError`` saying why, and :attr:`TunnelConnection.closed`
 tells the forward to open a new tunnel.
@@ -32,6 +36,7 @@ from kuber_exec_core.portforward import (
     ConnectionData,
     ConnectionEnded,
     ConnectionEOF,
+    ConnectionErrorStreamEnded,
     ConnectionFailed,
     ConnectionReady,
     ConnectionWritable,
@@ -47,6 +52,8 @@ __all__ = ["DEFAULT_MAX_BUFFERED", "TunnelConnection", "TunnelStream"]
 
 #: Unread bytes one connection may hold before the reader stops reading the tunnel.
 DEFAULT_MAX_BUFFERED = 1 << 20
+#: How long the end of a connection's data waits for its error stream (module docstring).
+_ERROR_GRACE = 1.0
 #: Bytes queued for the WebSocket above which senders wait for the writer.
 _HIGH_WATER = 1 << 20
 #: The most bytes one SPDY write takes (a DATA frame is at most 64 KiB; a few per message).
@@ -61,6 +68,7 @@ class _Connection:
     changed: anyio.Event = attrs.field(factory=anyio.Event)
     ready: bool = False
     eof: bool = False
+    error_stream_ended: bool = False
     ended: bool = False
     failure: ExecError | None = None
     bytes_received: int = 0
@@ -223,6 +231,9 @@ class TunnelConnection:
             connection.eof = True
         elif isinstance(event, ConnectionFailed):
             connection.failure = ExecError(ExecErrorCode.FAILED, event.message)
+            connection.error_stream_ended = True
+        elif isinstance(event, ConnectionErrorStreamEnded):
+            connection.error_stream_ended = True
         elif isinstance(event, ConnectionEnded):
             connection.ended = True
             if event.reset and connection.failure is None and not connection.eof:
@@ -295,7 +306,17 @@ class TunnelConnection:
             # A failure reported on the error stream wins over the data stream's end.
             if connection.failure is not None:
                 raise connection.failure
-            if connection.eof or connection.ended:
+            if connection.ended:
+                raise anyio.EndOfStream
+            if connection.eof:
+                # A kubelet may close the data stream before it writes the failure on the
+                # error stream: give that a moment (a clean end closes it at once too).
+                if not connection.error_stream_ended:
+                    with anyio.move_on_after(_ERROR_GRACE):
+                        while not (connection.error_stream_ended or connection.ended):
+                            await connection.changed.wait()
+                if connection.failure is not None:
+                    raise connection.failure
                 raise anyio.EndOfStream
             await connection.changed.wait()
         data = bytes(connection.buffer[:max_bytes])

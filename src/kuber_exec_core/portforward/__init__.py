@@ -26,6 +26,7 @@ from ._tunnel import TUNNEL_SUBPROTOCOL as TUNNEL_SUBPROTOCOL
 from ._tunnel import ConnectionData as ConnectionData
 from ._tunnel import ConnectionEnded as ConnectionEnded
 from ._tunnel import ConnectionEOF as ConnectionEOF
+from ._tunnel import ConnectionErrorStreamEnded as ConnectionErrorStreamEnded
 from ._tunnel import ConnectionFailed as ConnectionFailed
 from ._tunnel import ConnectionReady as ConnectionReady
 from ._tunnel import ConnectionRequested as ConnectionRequested
@@ -44,6 +45,7 @@ __all__ = [
     "ConnectionData",
     "ConnectionEOF",
     "ConnectionEnded",
+    "ConnectionErrorStreamEnded",
     "ConnectionFailed",
     "ConnectionReady",
     "ConnectionRequested",

@@ -40,8 +40,9 @@ __all__ = [
     "MAX_ERROR_MESSAGE_BYTES",
     "TUNNEL_SUBPROTOCOL",
     "ConnectionData",
-    "ConnectionEnded",
     "ConnectionEOF",
+    "ConnectionEnded",
+    "ConnectionErrorStreamEnded",
     "ConnectionFailed",
     "ConnectionReady",
     "ConnectionRequested",
@@ -114,6 +115,14 @@ class ConnectionFailed:
 
 
 @attrs.frozen
+class ConnectionErrorStreamEnded:
+    """(client) The server closed the connection's error stream without a failure: the
+    connection did not fail (a kubelet may close the data stream first)."""
+
+    request_id: str
+
+
+@attrs.frozen
 class ConnectionWritable:
     """A send window opened: ``send`` may take more (``request_id`` None: any connection)."""
 
@@ -144,6 +153,7 @@ TunnelEvent = (
     | ConnectionData
     | ConnectionEOF
     | ConnectionFailed
+    | ConnectionErrorStreamEnded
     | ConnectionWritable
     | ConnectionEnded
     | TunnelPong
@@ -357,6 +367,8 @@ class TunnelClient(_Tunnel):
             if connection.error_text:
                 message = connection.error_text.decode("utf-8", "replace")
                 self._events.append(ConnectionFailed(connection.request_id, message))
+            else:
+                self._events.append(ConnectionErrorStreamEnded(connection.request_id))
             self._maybe_end(connection)
 
 
