@@ -514,3 +514,24 @@ async def test_short_connections_through_a_listener_never_hang_or_leak(
                 async with await anyio.connect_tcp("127.0.0.1", bound[0].local_port) as client:
                     await client.send(b"%d" % i)
                     assert await client.receive() == b"%d" % i
+
+
+async def test_concurrent_first_connections_all_fall_back(
+    adapter: ModuleType, without_tunnel: Sandbox, pods: None
+) -> None:
+    """Found on a real 1.20: 200 connections at once each tried the tunnel; those refused
+    after the first switched to the legacy channels must switch too, not fail."""
+    async with backend_for(adapter, without_tunnel) as backend:
+        service = adapter.ExecService(backend)
+        answers: list[bytes] = []
+        async with adapter.PortForward(service, WORKSPACE, "web") as forward:
+
+            async def one(i: int) -> None:
+                async with await forward.connect(8080) as stream:
+                    answers.append(await exchange(stream, b"c%d" % i, half_close=False))
+
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as tasks:
+                    for i in range(50):
+                        tasks.start_soon(one, i)
+    assert sorted(answers) == sorted(b"C%d" % i for i in range(50))

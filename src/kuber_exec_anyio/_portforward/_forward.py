@@ -62,6 +62,10 @@ PortForwardTransport = Literal["auto", "tunnel", "legacy"]
 _RESOLVE_COMMAND = ("port-forward",)
 
 
+class _UseLegacy(Exception):
+    """The forward fell back to the legacy channels while this connection waited."""
+
+
 @attrs.frozen
 class PortForwardRecord:
     """What one forwarded connection did (the ``audit`` hook's argument)."""
@@ -296,11 +300,14 @@ class PortForward:
         self._open += 1
         try:
             inner: TunnelStream | LegacyStream
-            if self.transport != "legacy":
+            mode = self.transport  # what this connection was asked for, whatever others find
+            if mode != "legacy":
                 try:
                     inner = await self._connect_tunnel(port)
+                except _UseLegacy:
+                    inner = await self._connect_legacy(port)
                 except ExecError as error:
-                    if self.transport != "auto" or error.http_status != 400:
+                    if mode != "auto" or error.http_status != 400:
                         raise
                     # No tunnel on this server: the legacy channels from now on.
                     self.transport = "legacy"
@@ -345,6 +352,8 @@ class PortForward:
 
     async def _current_tunnel(self) -> TunnelConnection:
         async with self._lock:
+            if self.transport == "legacy":
+                raise _UseLegacy  # a connection that waited here saw the fallback happen
             tunnel = self._tunnel
             if tunnel is not None and not tunnel.closed:
                 cached = self._cached_target()
