@@ -299,3 +299,17 @@ def test_the_legacy_server_ignores_writes_on_error_channels() -> None:
     assert server.receive_message(b"") is None
     with pytest.raises(PortForwardProtocolError):
         server.receive_message("text")
+
+
+def test_a_failure_written_before_a_reset_still_reaches_the_client() -> None:
+    client, server, request = opened()
+    connection = server._connections[request]
+    server.session.send_data(connection.error_stream, b"failed to connect")
+    server.session.reset(connection.error_stream)
+    server.session.reset(connection.data_stream)
+    pipe(client, server)
+    got = events(client)
+    assert got[:2] == [
+        ConnectionFailed(request, "failed to connect"),
+        ConnectionEnded(request, reset=True),
+    ]

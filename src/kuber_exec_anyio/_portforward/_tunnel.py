@@ -107,6 +107,7 @@ class TunnelConnection:
         self.error: ExecError | None = None
         self._stop = anyio.Event()
         self._retired = False
+        self._last_received = 0.0
 
     @property
     def closed(self) -> bool:
@@ -195,6 +196,7 @@ class TunnelConnection:
                 message = await self._transport.receive()
             except TransportClosed as closed:
                 raise _tunnel_ended(closed.reason or "the server closed it") from None
+            self._last_received = anyio.current_time()
             if isinstance(message, str):
                 raise PortForwardProtocolError("a text message on the tunnel")
             try:
@@ -257,9 +259,11 @@ class TunnelConnection:
                 await self._flush()
             except (ExecError, TransportClosed):
                 return  # the reader sees the same end and reports it
+            sent_at = anyio.current_time()
             with anyio.move_on_after(self._pong_timeout):
                 await self._pong.wait()
-            if not self._pong.is_set():
+            # Anything from the peer proves it alive: a pong may wait behind a lot of data.
+            if not self._pong.is_set() and self._last_received < sent_at:
                 self._end(
                     ExecError(
                         ExecErrorCode.FAILED,

@@ -358,6 +358,15 @@ class TunnelClient(_Tunnel):
             connection.announced = True
             self._events.append(ConnectionReady(connection.request_id))
 
+    def _on_reset(self, connection: _Connection, stream_id: int) -> None:
+        # A server may reset the streams right after writing the failure, before its FIN:
+        # what it wrote is still the connection's failure.
+        if connection.error_text and not connection.error_done:
+            connection.error_done = True
+            message = connection.error_text.decode("utf-8", "replace")
+            self._events.append(ConnectionFailed(connection.request_id, message))
+        super()._on_reset(connection, stream_id)
+
     def _on_error_data(self, connection: _Connection, event: DataReceived) -> None:
         room = MAX_ERROR_MESSAGE_BYTES - len(connection.error_text)
         connection.error_text += event.data[: max(0, room)]
