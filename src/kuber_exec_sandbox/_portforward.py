@@ -359,7 +359,7 @@ class _Tunnel:
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return
                 self.tunnel.consumed(forward.request_id, len(data))
-                await self.flush()
+                self.kick.set()  # never wait for the senders' backpressure while reading
                 continue
             if forward.client_eof:
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):

@@ -256,9 +256,9 @@ class TunnelConnection:
             self._pong = anyio.Event()
             try:
                 self._tunnel.ping()
-                await self._flush()
-            except (ExecError, TransportClosed):
+            except ExecError:
                 return  # the reader sees the same end and reports it
+            self._kick.set()
             sent_at = anyio.current_time()
             with anyio.move_on_after(self._pong_timeout):
                 await self._pong.wait()
@@ -328,7 +328,9 @@ class TunnelConnection:
         self._drained.set()
         if not self.closed:
             self._tunnel.consumed(connection.request_id, len(data))
-            await self._flush()
+            # Never wait for the senders' backpressure here: a reader held behind a blocked
+            # writer, whose peer waits for us to read, would stall both ends.
+            self._kick.set()
         return data
 
     async def _send(self, connection: _Connection, data: bytes) -> None:
