@@ -338,8 +338,9 @@ CORE_NAMES = {
 #: How many names every runtime binding exports besides its own ``KubernetesBackend`` and
 #: ``connect_exec`` (``kuber_exec_anyio.BINDING_NAMES``, listed once in
 #: ``kuber_exec_anyio.binding``): changing it is an API change, made here on purpose.
-#: (Issue 38 added 6: shared sessions; issue 37 added 11: attach, logs and debug containers.)
-BINDING_NAME_COUNT = 55
+#: (Issue 38 added 6: shared sessions; issue 37 added 11: attach, logs and debug containers;
+#: issue 36 added 3: BoundPort, PortForward, PortForwardRecord.)
+BINDING_NAME_COUNT = 58
 
 
 def test_the_core_surface_is_pinned_and_h11_sized() -> None:

@@ -37,7 +37,7 @@ from kuber_exec_core.validation import (
     validate_subprotocols,
 )
 
-from ._admission import admitted, workspace_slots
+from ._admission import Slots, admitted, workspace_slots
 from ._attempts import Attempts, ShellRegistry
 from ._audit._record import AuditHook, AuditRecord
 from ._audit._recording import Recording, prepare_recorder, recorded
@@ -134,6 +134,12 @@ class ExecService:
         self._cleanup_slots = CleanupSlots()
         # Batches the cleanups per container; made on first use (see _crew()).
         self._cleanup_crew: CleanupCrew | None = None
+
+    @property
+    def workspace_slots(self) -> Slots:
+        """The session slots of each workspace that every session of this service holds one
+        of (``SessionLimits.max_sessions_per_workspace``): a ``PortForward`` holds one too."""
+        return self._slots
 
     @property
     def cleanup_status(self) -> CleanupStatus:

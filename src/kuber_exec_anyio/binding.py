@@ -59,6 +59,9 @@ from ._kubernetes._config import ClusterConfig as ClusterConfig
 from ._kubernetes._lease_slots import ClusterSlots as ClusterSlots
 from ._kubernetes._preflight import ExecPreflight as ExecPreflight
 from ._limits import SessionLimits as SessionLimits
+from ._portforward._forward import BoundPort as BoundPort
+from ._portforward._forward import PortForward as PortForward
+from ._portforward._forward import PortForwardRecord as PortForwardRecord
 from ._service import ExecService as ExecService
 from ._session import InteractiveSession as InteractiveSession
 from ._shared import SessionHost as SessionHost
@@ -109,6 +112,10 @@ __all__ = [
     "open_attach",
     "open_debug",
     "stream_logs",
+    # port-forward
+    "BoundPort",
+    "PortForward",
+    "PortForwardRecord",
     # the core's request, frame and error types
     "Close",
     "Error",

@@ -31,6 +31,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._sandbox import run_sandbox_command
 
         return run_sandbox_command(args[1:])
+    if args[:1] == ["port-forward"]:
+        # Its own module and parser, imported only when it runs.
+        from ._port_forward import run_port_forward_command
+
+        return run_port_forward_command(args[1:])
     if args[:1] == ["web"]:
         # So does the browser terminal (kuber_exec_web).
         from ._web import run_web_command

@@ -204,6 +204,16 @@ class AccessPolicy:
                 return forbidden(who.name, verb, "pods", "attach", namespace, pod)
         return None
 
+    def authorize_portforward(
+        self, who: UserInfo, namespace: str, pod: str
+    ) -> tuple[int, JSON] | None:
+        """``None`` when ``who`` may ``get`` and ``create`` ``pods/portforward`` in
+        ``namespace``, else the API server's 403 naming the first verb denied."""
+        for verb in ("get", "create"):
+            if not self.allows(who, verb, "pods", "portforward", namespace):
+                return forbidden(who.name, verb, "pods", "portforward", namespace, pod)
+        return None
+
     def review(self, who: UserInfo, body: object) -> tuple[int, JSON]:
         """Answer a ``SelfSubjectAccessReview`` (POSTed ``body``) for ``who``: 201 with its
         ``status``, or 400 when the body is not one."""

@@ -193,6 +193,9 @@ class PodObject:
     shell: bool = True
     #: Ephemeral containers, in the order they were added (they can never be removed).
     ephemeral: list[EphemeralContainer] = attrs.field(factory=list)
+    #: The pod's listening ports for port-forward: container port -> the loopback ``(host,
+    #: port)`` that answers for it (two pods may map the same container port).
+    ports: dict[int, tuple[str, int]] = attrs.field(factory=dict)
 
     @property
     def ready(self) -> bool:

@@ -158,6 +158,7 @@ class Faults:
         self._lock = threading.Lock()
         self._refusals: list[_Armed] = []
         self._drops: list[_Armed] = []
+        self._forward_drops: list[_Armed] = []
         self._start_failures: list[_Armed] = []
         self._ephemeral_refusals: list[_Armed] = []
         self._gone_watches: int | None = 0
@@ -171,6 +172,8 @@ class Faults:
         self.refused_execs = 0
         #: Exec sessions dropped by :meth:`drop_exec_after` so far.
         self.dropped_execs = 0
+        #: Port-forward WebSockets dropped by :meth:`drop_port_forward_after` so far.
+        self.dropped_forwards = 0
         #: Exec sessions whose start failed by :meth:`fail_exec_start` so far.
         self.failed_starts = 0
         #: Watch requests answered ``410 Gone`` by :meth:`answer_watches_gone` so far.
@@ -233,6 +236,38 @@ class Faults:
         armed = _Armed(namespace, pod, _check_times(times), nbytes=nbytes)
         with self._lock:
             self._drops.append(armed)
+
+    def drop_port_forward_after(
+        self,
+        nbytes: int,
+        *,
+        namespace: str | None = None,
+        pod: str | None = None,
+        times: int | None = 1,
+    ) -> None:
+        """End the next port-forward WebSockets abruptly once ``nbytes`` bytes have been sent
+        to the client on them (``0``: right after the upgrade): no Close frame, the TCP
+        connection just ends, as a broken network or a dying API server does. (Killing the pod,
+        ``cluster.delete_pod``, ends its forwards too; ``refuse_exec`` refuses port-forward
+        upgrades as well as exec ones.)
+
+        Raises:
+            ExecError: ``EXEC_INVALID`` when ``nbytes`` is negative, or ``times`` is not
+                positive.
+        """
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ExecError(ExecErrorCode.INVALID, "nbytes must be a non-negative integer")
+        armed = _Armed(namespace, pod, _check_times(times), nbytes=nbytes)
+        with self._lock:
+            self._forward_drops.append(armed)
+
+    def take_forward_drop(self, namespace: str, pod: str) -> int | None:
+        """For the server: after how many bytes this port-forward WebSocket is dropped."""
+        fault = self._take(self._forward_drops, namespace, pod)
+        if fault is not None:
+            with self._lock:
+                self.dropped_forwards += 1
+        return None if fault is None else fault.nbytes
 
     def fail_exec_start(
         self,
@@ -354,6 +389,7 @@ class Faults:
         with self._lock:
             self._refusals.clear()
             self._drops.clear()
+            self._forward_drops.clear()
             self._start_failures.clear()
             self._ephemeral_refusals.clear()
             self._gone_watches = 0

@@ -35,6 +35,7 @@ from ._exec_request import ExecPlan, plan_exec
 from ._leases import LeaseStore
 from ._logs import LogPlan, plan_log
 from ._platform import handle_platform
+from ._portforward import PortForwardPlan, plan_portforward, portforward_route, run_portforward
 from ._rest import RestResponse, handle_rest, status_response
 from ._runtime import ContainerRuntime
 from ._watch import DEFAULT_BOOKMARK_INTERVAL, WatchHub, WatchPlan, plan_watch
@@ -139,6 +140,9 @@ class ConnectionHandler:
     leases: LeaseStore = attrs.field(factory=LeaseStore)
     #: The containers' processes and logs (``pods/log``); ``serve_sandbox`` sets it.
     runtime: ContainerRuntime | None = None
+    #: Serve port-forward's tunnel (``SPDY/3.1+portforward.k8s.io``); False answers as a
+    #: cluster without the ``PortForwardWebsockets`` gate (legacy channels only).
+    portforward_tunnel: bool = True
 
     async def __call__(self, stream: trio.SocketStream) -> None:
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD_BYTES)
@@ -255,6 +259,9 @@ class ConnectionHandler:
         if platform is not None:
             await self._respond(connection, stream, platform, head_only=request.method == "HEAD")
             return False
+        forward = portforward_route(request.path)
+        if forward is not None:
+            return await self._portforward(connection, stream, request, who, forward)
         sub = _pod_subresource(request.path)
         if sub is not None and sub[2] in ("log", "ephemeralcontainers"):
             return await self._pod_subresource(connection, stream, request, who, sub)
@@ -396,6 +403,61 @@ class ConnectionHandler:
             return True
         await stream.send_all(connection.send(h11.EndOfMessage()) or b"")
         return False
+
+    async def _portforward(
+        self,
+        connection: h11.Connection,
+        stream: trio.SocketStream,
+        request: _Request,
+        who: UserInfo,
+        route: tuple[str, str],
+    ) -> bool:
+        upgrade = _is_websocket_upgrade(request)
+        denied = self.access.authorize_portforward(who, route[0], route[1])
+        offered = parse_subprotocol_header(request.headers.get("sec-websocket-protocol", []))
+        plan = (
+            RestResponse(denied[0], json.dumps(denied[1]).encode())
+            if denied is not None
+            else plan_portforward(
+                self.cluster,
+                method=request.method,
+                namespace=route[0],
+                pod_name=route[1],
+                query=request.query,
+                websocket_upgrade=upgrade,
+                offered=offered,
+                tunnel=self.portforward_tunnel,
+            )
+        )
+        key = request.header("sec-websocket-key").strip()
+        if isinstance(plan, PortForwardPlan) and (
+            not key or request.header("sec-websocket-version").strip() != "13"
+        ):
+            plan = status_response(
+                400, "BadRequest", "a WebSocket upgrade needs Sec-WebSocket-Key and version 13"
+            )
+        if isinstance(plan, RestResponse):
+            await self._respond(connection, stream, plan, close=upgrade)
+            return False
+        websocket = await self._upgrade(connection, stream, key, plan.subprotocol)
+        await run_portforward(websocket, plan)
+        return True
+
+    async def _upgrade(
+        self, connection: h11.Connection, stream: trio.SocketStream, key: str, protocol: str
+    ) -> WebSocket:
+        headers: list[tuple[str, str]] = [
+            ("Upgrade", "websocket"),
+            ("Connection", "Upgrade"),
+            ("Sec-WebSocket-Accept", generate_accept_token(key.encode("ascii")).decode("ascii")),
+        ]
+        if protocol:
+            headers.append(("Sec-WebSocket-Protocol", protocol))
+        await stream.send_all(
+            connection.send(h11.InformationalResponse(status_code=101, headers=headers)) or b""
+        )
+        trailing, _closed = connection.trailing_data
+        return WebSocket(stream, bytes(trailing))
 
     async def _accept(
         self, connection: h11.Connection, stream: trio.SocketStream, key: str, plan: ExecPlan

@@ -148,6 +148,7 @@ async def serve_sandbox(
     token: str | None = None,
     subprotocols: Sequence[Subprotocol] | None = None,
     bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
+    portforward_tunnel: bool = True,
 ) -> AsyncIterator[Sandbox]:
     """Serve ``cluster`` (default: :func:`demo_cluster`) until the block ends.
 
@@ -164,6 +165,9 @@ async def serve_sandbox(
             Default: what the cluster version serves (see ``offer_v5``).
         bookmark_interval: seconds between the ``BOOKMARK`` events of a watch that allows
             them (watches: see ``docs/sandbox.md``; every ``cluster.touch()`` wakes them).
+        portforward_tunnel: False answers port-forward as a cluster without the tunnel
+            (``SPDY/3.1+portforward.k8s.io``): the legacy channels only, and the 400
+            ``query parameter "port" is required`` to an upgrade that names no port.
 
     Raises:
         NonLoopbackError: ``host`` is not loopback and ``allow_non_loopback`` is false.
@@ -217,6 +221,7 @@ async def serve_sandbox(
             run_exec=run_exec,
             bookmark_interval=bookmark_interval,
             runtime=runtime,
+            portforward_tunnel=portforward_tunnel,
         )
         # Touches may come from any thread (a test's, while this runs in a background one).
         trio_token = trio.lowlevel.current_trio_token()

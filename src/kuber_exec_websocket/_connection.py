@@ -14,6 +14,7 @@ from kuber_exec_core.channels import Message
 
 from ._limits import CLOSE_NORMAL, MAX_SERVER_MESSAGE_BYTES
 from ._received import ReceivedFrames, Wakeable
+from ._upgrade import wire_subprotocol
 
 __all__ = ["ClientConnection"]
 
@@ -39,7 +40,7 @@ class ClientConnection:
     @property
     def subprotocol(self) -> str | None:
         """The subprotocol the server chose (``None`` when it chose none)."""
-        return self.protocol.subprotocol
+        return wire_subprotocol(self.protocol.subprotocol)
 
     @property
     def open(self) -> bool:

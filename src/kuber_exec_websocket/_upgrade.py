@@ -20,12 +20,28 @@ from kuber_exec_core.transport import describe_error
 
 from ._limits import MAX_RESPONSE_HEAD, MAX_SERVER_MESSAGE_BYTES
 
-__all__ = ["UpgradeAnswer", "open_protocol", "upgrade_failed"]
+__all__ = ["UpgradeAnswer", "open_protocol", "upgrade_failed", "wire_subprotocol"]
 
 # A path and query that urllib would take as they are: RFC 3986's characters, without the
 # parameters (";"), the fragment ("#"), brackets, spaces and controls (which urllib drops).
 _PLAIN_PATH = re.compile(r"/[A-Za-z0-9\-._~%!$&'()*+,=:@/?]*")
 _SWITCHING_PROTOCOLS = b"101"
+#: Subprotocols whose names are no HTTP token: port-forward's tunnel has a "/", which
+#: ``websockets`` refuses in ``Sec-WebSocket-Protocol`` (Go's servers and clients accept it).
+#: Inside the parser each goes by a stand-in token; on the wire, and to our callers, by its name.
+_STAND_INS = {"SPDY/3.1+portforward.k8s.io": "SPDY_3.1+portforward.k8s.io"}
+_REAL_NAMES = {stand_in: name for name, stand_in in _STAND_INS.items()}
+
+
+def wire_subprotocol(name: str | None) -> str | None:
+    """The subprotocol's real name for what the parser negotiated (a stand-in, or itself)."""
+    return _REAL_NAMES.get(name, name) if name is not None else None
+
+
+def _to_stand_ins(head: bytes) -> bytes:
+    for name, stand_in in _STAND_INS.items():
+        head = head.replace(name.encode(), stand_in.encode())
+    return head
 
 
 def upgrade_failed(detail: str) -> ExecError:
@@ -62,11 +78,14 @@ def open_protocol(
         raise upgrade_failed(describe_error(error)) from None
     protocol = ClientProtocol(
         uri,
-        subprotocols=[WebSocketSubprotocol(name) for name in subprotocols],
+        subprotocols=[WebSocketSubprotocol(_STAND_INS.get(name, name)) for name in subprotocols],
         max_size=max_message_bytes,
         logger=logger,
     )
     request = protocol.connect()
+    if any(name in _STAND_INS for name in subprotocols):
+        del request.headers["Sec-WebSocket-Protocol"]
+        request.headers["Sec-WebSocket-Protocol"] = ", ".join(subprotocols)
     for name, value in headers:
         request.headers[name] = value
     protocol.send_request(request)
@@ -142,7 +161,7 @@ class UpgradeAnswer:
         status_line = bytes(head[: head.find(b"\r\n")])
         fields = status_line.split(b" ", 2)
         if len(fields) >= 2 and fields[1] == _SWITCHING_PROTOCOLS:
-            self._protocol.receive_data(bytes(head[:end]))
+            self._protocol.receive_data(_to_stand_ins(bytes(head[:end])))
             if not self._judge():
                 raise upgrade_failed("an incomplete 101 response")
             rest = bytes(head[end:])

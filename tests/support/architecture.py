@@ -72,6 +72,7 @@ WINGS: dict[str, set[str]] = {
     "_audit": set(),
     "_copy": {HALL, "_audit"},
     "_debug": {HALL, "_audit"},
+    "_portforward": {HALL, "_connection"},
 }
 
 _PREFIX = "kuber_exec_"

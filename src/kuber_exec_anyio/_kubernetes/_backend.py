@@ -42,7 +42,7 @@ from .._connection._connection import (
 )
 from .._connection._delegating import DelegatingBlock
 from .._connection._keepalive import SharedKeepalive
-from .._connection._transport import TransportOpener
+from .._connection._transport import TransportOpener, TransportOptions, WebSocketTransport
 from .._drivers import resolve_target
 from .._identity import current_impersonation, impersonation_headers
 from ._cache import (
@@ -410,6 +410,40 @@ class KubernetesBackend(BackendHooks):
                 raise
         block = self._connection_block(url, subprotocols, await rest.auth_headers())
         return block, await block.__aenter__()
+
+    @asynccontextmanager
+    async def open_upgrade(
+        self,
+        path: str,
+        subprotocols: Sequence[str],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> AsyncIterator[WebSocketTransport]:
+        """A WebSocket upgrade of ``path`` (with its query) on the API server, authenticated
+        and with the running exec's impersonation headers, offering ``subprotocols``: the seam
+        of port-forward (``PortForward``). With a :attr:`preflight`, ``namespace`` and
+        ``subresource`` (``portforward``), the access review runs first, as for an exec.
+        Leaving the block drops the connection.
+
+        Raises (on entry):
+            ExecError: as an exec's upgrade (a refused upgrade carries ``http_status``), or the
+                pre-flight's ``EXEC_TARGET_FORBIDDEN``.
+        """
+        rest = self._client()
+        if self.preflight is not None and namespace is not None and subresource is not None:
+            await self.preflight.check(
+                rest, namespace, current_impersonation(), subresource=subresource
+            )
+        options = TransportOptions(
+            url=self.config.websocket_base + path,
+            subprotocols=tuple(subprotocols),
+            ssl_context=self.config.ssl_context,
+            headers=(*await rest.auth_headers(), *impersonation_headers()),
+            connect_timeout=self._request_timeout,
+        )
+        async with self._open_transport(options) as transport:
+            yield transport
 
     def _connection_block(
         self, url: str, subprotocols: Sequence[Subprotocol], auth: list[tuple[str, str]]

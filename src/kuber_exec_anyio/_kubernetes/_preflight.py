@@ -111,8 +111,8 @@ class ExecPreflight:
         subresource: str = "exec",
     ) -> None:
         """Return if ``identity`` (``None``: the service) may exec in ``namespace``: every verb
-        of :attr:`verbs` is allowed on ``pods/{subresource}`` (``attach`` is authorized as exec
-        is). The first verb denied is the one reported.
+        of :attr:`verbs` is allowed on ``pods/{subresource}`` (``attach`` and ``portforward``
+        are authorized as exec is). The first verb denied is the one reported.
 
         Raises:
             ExecError: ``EXEC_TARGET_FORBIDDEN`` when a review denies it, ``EXEC_FAILED`` when
