@@ -280,10 +280,15 @@ class _Tunnel:
                     nursery.start_soon(self.write)
                     await self.flush()
                     await self.read(nursery)
-                    # What the reader queued last (a GOAWAY) goes out before the end.
+                    # What the reader queued last (a GOAWAY) goes out before the end: wait
+                    # for a whole turn of the writer after this kick (it takes the bytes from
+                    # the session before sending them, so "nothing pending" is not "sent").
                     self.kick.set()
-                    while self.tunnel.session.pending_bytes and not self.ended:
-                        await self.sent.wait()
+                    while not self.ended:
+                        sent = self.sent
+                        await sent.wait()
+                        if not self.tunnel.session.pending_bytes:
+                            break
                     nursery.cancel_scope.cancel()
             except* (ClientGone, FrameTooLarge):
                 pass
@@ -295,10 +300,11 @@ class _Tunnel:
                 return
             try:
                 self.tunnel.receive_data(message)
+                # The session may find the error while parsing or while handing out events.
+                while (event := self.tunnel.next_event()) is not NEED_DATA:
+                    self.on_event(event, nursery)
             except PortForwardProtocolError:
                 return  # run() sends the GOAWAY it queued
-            while (event := self.tunnel.next_event()) is not NEED_DATA:
-                self.on_event(event, nursery)
             self.kick.set()  # the reader never waits for the writer
             for forward in list(self.forwards.values()):
                 while len(forward.inbound) > _MAX_BUFFERED and forward.request_id in self.forwards:
