@@ -449,8 +449,10 @@ def build_parsers() -> Parsers:
         ("attach", "attach to the main process of a Deployment's container"),
         ("logs", "print (-f: follow) the log of a Deployment's container"),
         ("debug", "add an ephemeral debug container (--image) to a Deployment's pod and attach"),
+        ("port-forward", "forward local ports to a port of a Deployment's pod"),
+        ("web", "a terminal in your browser (the browser terminal's own options)"),
     ):
-        # Dispatched before this parser runs (kuber_exec_cli._pod_commands); listed for --help.
+        # Dispatched before this parser runs (by _main); listed for --help.
         commands.add_parser(name, help=f"{summary}; see kuber-exec {name} --help", add_help=False)
     demo_parser = commands.add_parser(
         "demo",
