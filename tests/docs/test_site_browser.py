@@ -142,6 +142,12 @@ def test_the_reference_hides_dunder_methods_but_the_protocol_ones(site: Path) ->
             "kuber_exec_anyio.JsonLinesAuditLog.__call__",
             "kuber_exec_anyio.KubernetesBackend.__aenter__",
             "kuber_exec_anyio.KubernetesBackend.__aexit__",
+            "kuber_exec_anyio.PortForward.__aenter__",
+            "kuber_exec_anyio.PortForward.__aexit__",
+            "kuber_exec_anyio.SessionHost.__aenter__",
+            "kuber_exec_anyio.SessionHost.__aexit__",
+            "kuber_exec_anyio.Viewer.__aiter__",
+            "kuber_exec_anyio.Viewer.__anext__",
             "kuber_exec_anyio.transport.ExecConnector.__call__",
         ]
 
