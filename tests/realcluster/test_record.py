@@ -12,11 +12,25 @@ import os
 from typing import Any
 
 from . import answers
-from .kube import Cluster, RestClient
+from .kube import Cluster, RestClient, workload_manifests
 
 
 def _normal_labels(labels: dict[str, str]) -> dict[str, str]:
     return {k: ("HASH" if k == "pod-template-hash" else v) for k, v in sorted(labels.items())}
+
+
+def _tier_apps(cluster: Cluster) -> set[str]:
+    """The ``app`` labels of the tier's own workloads in the main namespace."""
+    apps = set()
+    for manifest in workload_manifests(cluster):
+        if manifest.get("kind") != "Deployment":
+            continue
+        if manifest["metadata"].get("namespace", cluster.main_ns) != cluster.main_ns:
+            continue
+        template = manifest["spec"]["template"]["metadata"].get("labels") or {}
+        if "app" in template:
+            apps.add(template["app"])
+    return apps
 
 
 def record(cluster: Cluster) -> dict[str, Any]:
@@ -61,11 +75,13 @@ def record(cluster: Cluster) -> dict[str, Any]:
 
     # Set-based selector semantics: the distinct label sets of the namespace's pods, and which
     # of them each selector matches.
+    # Only the tier's own workloads count: other tests add theirs to the namespace (test_debug's
+    # shell-less Deployment), and which ran before this one must not change the answers.
     code, body = admin.get(f"/api/v1/namespaces/{ns}/pods")
     label_sets: list[dict[str, str]] = []
     for pod in body["items"]:
         labels = _normal_labels(pod["metadata"].get("labels") or {})
-        if labels not in label_sets:
+        if labels not in label_sets and labels.get("app") in _tier_apps(cluster):
             label_sets.append(labels)
     label_sets.sort(key=lambda d: json.dumps(d, sort_keys=True))
     matches: dict[str, list[int]] = {}
