@@ -119,6 +119,44 @@ async def _wait_for_close(connection: h11.Connection, stream: trio.SocketStream)
         return
 
 
+async def _stream_chunked(
+    connection: h11.Connection,
+    stream: trio.SocketStream,
+    content_type: str,
+    produce: Callable[[Callable[[bytes], Awaitable[None]]], Awaitable[bool]],
+) -> bool:
+    """A chunked 200 whose body ``produce`` sends (it returns whether it finished). Closing
+    its end is how a client stops a stream: that is noticed at once, not at the next chunk (a
+    watch without bookmarks or a quiet log may send nothing for hours). Returns True when the
+    connection must close without ending the body (the client left, or ``produce`` did not
+    finish: a dropped watch)."""
+    headers = [
+        ("Content-Type", content_type),
+        ("Transfer-Encoding", "chunked"),
+        ("Cache-Control", "no-cache, private"),
+    ]
+    await stream.send_all(connection.send(h11.Response(status_code=200, headers=headers)) or b"")
+
+    async def send(data: bytes) -> None:
+        await stream.send_all(connection.send(h11.Data(data=data)) or b"")
+
+    finished = False
+
+    async def run(done: trio.CancelScope) -> None:
+        nonlocal finished
+        finished = await produce(send)
+        done.cancel()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run, nursery.cancel_scope)
+        await _wait_for_close(connection, stream)
+        nursery.cancel_scope.cancel()
+    if not finished:
+        return True
+    await stream.send_all(connection.send(h11.EndOfMessage()) or b"")
+    return False
+
+
 @attrs.define
 class ConnectionHandler:
     """Serves HTTP connections for one sandbox (a ``trio.serve_tcp`` handler)."""
@@ -373,36 +411,13 @@ class ConnectionHandler:
     async def _stream_log(
         self, connection: h11.Connection, stream: trio.SocketStream, plan: LogPlan
     ) -> bool:
-        # A chunked 200 of text; following, it stays open until the process ends or the
-        # client closes its end (how a client stops ``logs -f``).
-        headers = [
-            ("Content-Type", "text/plain"),
-            ("Transfer-Encoding", "chunked"),
-            ("Cache-Control", "no-cache, private"),
-        ]
-        await stream.send_all(
-            connection.send(h11.Response(status_code=200, headers=headers)) or b""
-        )
-
-        async def send(data: bytes) -> None:
-            await stream.send_all(connection.send(h11.Data(data=data)) or b"")
-
-        finished = False
-
-        async def run(done: trio.CancelScope) -> None:
-            nonlocal finished
+        # Text; following, it stays open until the process ends or the client closes its end
+        # (how a client stops ``logs -f``).
+        async def produce(send: Callable[[bytes], Awaitable[None]]) -> bool:
             await plan.run(send)
-            finished = True
-            done.cancel()
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run, nursery.cancel_scope)
-            await _wait_for_close(connection, stream)
-            nursery.cancel_scope.cancel()
-        if not finished:
             return True
-        await stream.send_all(connection.send(h11.EndOfMessage()) or b"")
-        return False
+
+        return await _stream_chunked(connection, stream, "text/plain", produce)
 
     async def _portforward(
         self,
@@ -479,41 +494,16 @@ class ConnectionHandler:
     async def _stream_watch(
         self, connection: h11.Connection, stream: trio.SocketStream, watch: WatchPlan
     ) -> bool:
-        # A chunked 200 whose body is the event lines (._watch). True: the connection must
-        # close without ending the body (Cluster.drop_watches), as a broken network would.
-        headers = [
-            ("Content-Type", "application/json"),
-            ("Transfer-Encoding", "chunked"),
-            ("Cache-Control", "no-cache, private"),
-        ]
-        await stream.send_all(
-            connection.send(h11.Response(status_code=200, headers=headers)) or b""
-        )
-
-        async def send(line: bytes) -> None:
-            await stream.send_all(connection.send(h11.Data(data=line)) or b"")
-
-        finished = False
-
-        async def stream_events(done: trio.CancelScope) -> None:
-            nonlocal finished
-            finished = await watch.run(self.watches, send, self.bookmark_interval)
-            done.cancel()
+        # The event lines (._watch). True: the connection must close without ending the body
+        # (Cluster.drop_watches), as a broken network would.
+        async def produce(send: Callable[[bytes], Awaitable[None]]) -> bool:
+            return await watch.run(self.watches, send, self.bookmark_interval)
 
         self.watches.open += 1
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(stream_events, nursery.cancel_scope)
-                # Closing its end is how a client stops a watch: notice it now, not at the next
-                # event or bookmark (a watch without bookmarks may send nothing for hours).
-                await _wait_for_close(connection, stream)
-                nursery.cancel_scope.cancel()
+            return await _stream_chunked(connection, stream, "application/json", produce)
         finally:
             self.watches.open -= 1
-        if not finished:
-            return True  # Dropped (Cluster.drop_watches) or the client went away: close.
-        await stream.send_all(connection.send(h11.EndOfMessage()) or b"")
-        return False
 
     async def _respond(
         self,
