@@ -76,6 +76,29 @@ def _container(pod: PodObject, name: str | None, *, attach: bool = False) -> str
     return name
 
 
+def upgrade_target(
+    cluster: Cluster, method: str, namespace: str, pod_name: str
+) -> PodObject | RestResponse:
+    """The pod an upgrade (exec, attach, port-forward) names, or the API server's answer that
+    refuses it first: a method other than GET or POST (405), an armed refusal fault, no such
+    pod (404)."""
+    if method not in ("GET", "POST"):
+        return status_response(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+    refusal = cluster.faults.take_refusal(namespace, pod_name)
+    if refusal is not None:
+        return status_response(*refusal)
+    pod = cluster.pod(namespace, pod_name)
+    if pod is None:
+        return status_response(
+            404, "NotFound", f'pods "{pod_name}" not found', {"name": pod_name, "kind": "pods"}
+        )
+    return pod
+
+
 def plan_exec(
     cluster: Cluster,
     *,
@@ -93,20 +116,9 @@ def plan_exec(
     refuses it. An attach names no command; it needs the container running, and refuses stdin
     or a TTY the container was not created with (on the status channel, as the runtime's
     refusal comes after the upgrade)."""
-    if method not in ("GET", "POST"):
-        return status_response(
-            405,
-            "MethodNotAllowed",
-            "the server does not allow this method on the requested resource",
-        )
-    refusal = cluster.faults.take_refusal(namespace, pod_name)
-    if refusal is not None:
-        return status_response(*refusal)
-    pod = cluster.pod(namespace, pod_name)
-    if pod is None:
-        return status_response(
-            404, "NotFound", f'pods "{pod_name}" not found', {"name": pod_name, "kind": "pods"}
-        )
+    pod = upgrade_target(cluster, method, namespace, pod_name)
+    if isinstance(pod, RestResponse):
+        return pod
     try:
         parsed = parse_exec_query(query)
         streams_error: str | None = None

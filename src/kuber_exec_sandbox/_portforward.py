@@ -41,6 +41,7 @@ from kuber_exec_core.portforward import (
 )
 
 from ._cluster import Cluster, PodObject
+from ._exec_request import upgrade_target
 from ._rest import RestResponse, status_response
 from ._websocket import ClientGone, FrameTooLarge, WebSocket
 
@@ -94,20 +95,9 @@ def plan_portforward(
     tunnel: bool,
 ) -> PortForwardPlan | RestResponse:
     """The plan for a port-forward request, or the HTTP answer that refuses it."""
-    if method not in ("GET", "POST"):
-        return status_response(
-            405,
-            "MethodNotAllowed",
-            "the server does not allow this method on the requested resource",
-        )
-    refusal = cluster.faults.take_refusal(namespace, pod_name)
-    if refusal is not None:
-        return status_response(*refusal)
-    pod = cluster.pod(namespace, pod_name)
-    if pod is None:
-        return status_response(
-            404, "NotFound", f'pods "{pod_name}" not found', {"name": pod_name, "kind": "pods"}
-        )
+    pod = upgrade_target(cluster, method, namespace, pod_name)
+    if isinstance(pod, RestResponse):
+        return pod
     if pod.node_name is None:
         return status_response(400, "BadRequest", f"pod {pod.name} does not have a host assigned")
     if not websocket_upgrade:
