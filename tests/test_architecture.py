@@ -170,8 +170,13 @@ def _reachable(package: str) -> set[str]:
 
 
 def _loaded_by(package: str) -> set[str]:
-    """The top-level packages a fresh interpreter holds after ``import package``."""
-    script = f"import sys, {package}; print(*sorted({{m.partition('.')[0] for m in sys.modules}}))"
+    """The top-level packages a fresh interpreter holds after ``import package`` and a touch of
+    every name it exports (a lazy export's module is imported only when the name is used)."""
+    script = (
+        f"import sys, {package}\n"
+        f"for name in getattr({package}, '__all__', ()): getattr({package}, name)\n"
+        "print(*sorted({m.partition('.')[0] for m in sys.modules}))"
+    )
     run = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60
     )
@@ -367,14 +372,39 @@ def test_each_runtime_binding_exports_exactly_the_shared_names(binding: str) -> 
     assert {n for n in unlisted if not inspect.ismodule(getattr(module, n))} == set()
 
 
+def _type_checking_imports(module: Path) -> dict[str, set[str]]:
+    """What a lazy facade imports under ``if typing.TYPE_CHECKING:``: module (dotted as written) to
+    the names it takes from it."""
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+    )
+    imports: dict[str, set[str]] = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom), ast.unparse(node)
+        names = imports.setdefault("." * node.level + (node.module or ""), set())
+        for alias in node.names:
+            assert alias.asname in (None, alias.name), ast.unparse(node)  # re-exported as is
+            names.add(alias.name)
+    return imports
+
+
 def test_the_shared_names_are_the_binding_modules_imports() -> None:
     import kuber_exec_anyio
     import kuber_exec_anyio.binding
 
     binding = kuber_exec_anyio.binding
-    imported = {n for n in vars(binding) if n.isidentifier() and not n.startswith("_")}
+    # What type checkers see (the TYPE_CHECKING imports) is what the runtime table serves.
+    homes = {module: set(names) for module, names in binding._HOMES.items()}
+    assert _type_checking_imports(SRC / "kuber_exec_anyio" / "binding.py") == homes
+    imported = {name for names in homes.values() for name in names}
     assert binding.__all__ == list(kuber_exec_anyio.BINDING_NAMES)
     assert set(binding.__all__) == imported
+    assert {n for n in dir(binding) if not n.startswith("_")} >= imported
+    public = {n for n in vars(binding) if n.isidentifier() and not n.startswith("_")}
+    assert public <= imported
     # CleanupStatus: what ExecService.cleanup_status returns (docs/cleanup.md), for annotations.
     assert set(kuber_exec_anyio.__all__) == {
         "BINDING_NAMES", "BackendHooks", "CleanupStatus", "KubernetesBackend", *binding.__all__
@@ -394,6 +424,44 @@ def test_the_bindings_share_one_implementation() -> None:
         kuber_exec_trio.KubernetesBackend.__mro__[1]
         is kuber_exec_asyncio.KubernetesBackend.__mro__[1]
     )
+
+
+#: Modules an app that only execs never loads: importing a runtime binding and running an exec
+#: must not pay for port-forward, copying, debug containers or shared sessions (start-up of
+#: ``kuber-exec exec``, issue 35). ``kuber_exec_anyio.binding`` exports their names lazily.
+EXEC_NEVER_LOADS = (
+    "kuber_exec_anyio._portforward",
+    "kuber_exec_anyio._copy",
+    "kuber_exec_anyio._debug",
+    "kuber_exec_anyio._shared",
+    "kuber_exec_core.portforward",
+    "kuber_exec_core.sharing",
+    "kuber_exec_core.tar",
+    "kuber_exec_core.copy",
+)
+
+
+@pytest.mark.parametrize("binding", ["kuber_exec_trio", "kuber_exec_asyncio"])
+def test_an_exec_only_app_loads_none_of_the_other_features(binding: str) -> None:
+    script = (
+        f"import sys\nfrom {binding} import ExecService, ExecRequest, KubernetesBackend\n"
+        "print(*sorted(sys.modules))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    loaded = run.stdout.split()
+    assert [m for m in loaded if m.startswith(EXEC_NEVER_LOADS)] == []
+    # ... and the first use of a lazy name imports its module and is the same object after.
+    module = importlib.import_module(binding)
+    assert (
+        module.PortForward
+        is module.PortForward
+        is importlib.import_module("kuber_exec_anyio._portforward._forward").PortForward
+    )
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
+        module.NoSuchName  # noqa: B018
 
 
 @pytest.mark.parametrize(

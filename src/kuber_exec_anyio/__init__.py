@@ -8,15 +8,26 @@ one part that differs per runtime, the WebSocket library under the exec connecti
 this one directly to plug in another WebSocket library (:mod:`kuber_exec_anyio.transport`).
 """
 
-# The names every binding exports are listed once, in ``binding``; this package exports them too.
+import typing as _typing
+
+# The names every binding exports are listed once, in ``binding``; this package exports them too,
+# as lazily as ``binding`` does (importing the package imports none of their modules).
 from . import binding as _binding
 from ._backend import BackendHooks as BackendHooks
 from ._cleanup import CleanupStatus as CleanupStatus
 from ._kubernetes._backend import KubernetesBackend as KubernetesBackend
-from .binding import *  # noqa: F403
+from ._lazy import lazy_exports as _lazy_exports
+
+if _typing.TYPE_CHECKING:
+    from .binding import *  # noqa: F403
 
 #: What every runtime binding exports, besides its own ``KubernetesBackend`` and
 #: ``connect_exec``: :mod:`kuber_exec_anyio.binding`'s names, in its order.
 BINDING_NAMES: tuple[str, ...] = tuple(_binding.__all__)
 
 __all__ = ["BINDING_NAMES", "BackendHooks", "CleanupStatus", "KubernetesBackend", *BINDING_NAMES]
+
+if (
+    not _typing.TYPE_CHECKING
+):  # a type checker sees the star import above, not a catch-all __getattr__
+    __getattr__, __dir__ = _lazy_exports(globals(), {".binding": BINDING_NAMES})
