@@ -216,6 +216,7 @@ def main() -> int:
         print(f"real-cluster benchmark: cluster unavailable: {reason}", file=sys.stderr)
         return 2
     cluster = kube.load_cluster()
+    kube.make_workloads(cluster)
     if args.one:
         client_name, kind, size_text = args.one
         value = run_kuber(
@@ -226,7 +227,6 @@ def main() -> int:
 
     import bench_cli  # (this directory: the command-line table)
 
-    kube.make_workloads(cluster)
     pods = kube.pods_of(cluster, cluster.main_ns, "app=shell,tier=exec,!role")
     pod = next(p["metadata"]["name"] for p in pods if kube.is_ready(p))
     python = None if args.no_peers else peers_python()
