@@ -24,6 +24,8 @@ class FreezingProxy:
 
     def __init__(self, url: str, tls: ssl.SSLContext | None = None) -> None:
         self.frozen = anyio.Event()
+        #: Set by :meth:`mute_client`: the client's bytes stop there, the server's still flow.
+        self.client_muted = anyio.Event()
         self.partitioned = False
         self._connections: set[anyio.CancelScope] = set()
         self._tls = tls
@@ -34,6 +36,11 @@ class FreezingProxy:
 
     def freeze(self) -> None:
         self.frozen.set()
+
+    def mute_client(self) -> None:
+        """Stop forwarding what the clients send (their pings, their Close), while the
+        servers' output still flows: a server that answers no ping yet is alive."""
+        self.client_muted.set()
 
     def cut(self) -> None:
         for scope in list(self._connections):
@@ -48,10 +55,12 @@ class FreezingProxy:
     def heal(self) -> None:
         self.partitioned = False
 
-    async def _pump(self, source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream) -> None:
+    async def _pump(
+        self, source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream, from_client: bool
+    ) -> None:
         try:
             async for chunk in source:
-                if self.frozen.is_set():
+                if self.frozen.is_set() or (from_client and self.client_muted.is_set()):
                     await anyio.sleep_forever()
                 await sink.send(chunk)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -75,8 +84,8 @@ class FreezingProxy:
             with anyio.CancelScope() as scope:
                 self._connections.add(scope)
                 async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(self._pump, client, upstream)
-                    tasks.start_soon(self._pump, upstream, client)
+                    tasks.start_soon(self._pump, client, upstream, True)
+                    tasks.start_soon(self._pump, upstream, client, False)
         finally:
             self._connections.discard(scope)
             await anyio.aclose_forcefully(client)
@@ -145,7 +154,7 @@ class CuttingProxy(FreezingProxy):
         cut = anyio.Event()
         try:
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._pump, client, upstream)
+                tasks.start_soon(self._pump, client, upstream, True)
                 tasks.start_soon(self._downstream, upstream, client, cut)
                 await cut.wait()
                 tasks.cancel_scope.cancel()

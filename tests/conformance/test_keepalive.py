@@ -12,8 +12,9 @@ from typing import Any
 import anyio
 import pytest
 
+from kuber_exec_anyio._connection._connection import WebSocketExecConnection
 from kuber_exec_anyio._connection._keepalive import SharedKeepalive
-from kuber_exec_core import Exit, Stdin, Stdout
+from kuber_exec_core import Exit, Stdin, Stdout, Subprotocol
 from kuber_exec_sandbox import Sandbox
 from support import backend_for, eventually
 from support import demo_request as run
@@ -165,3 +166,46 @@ async def test_open_sessions_of_a_backend_start_no_keepalive_task_each(
     assert without_pings == (without_pings[0], 0)
     assert with_pings == (without_pings[0], 2)
     await eventually(lambda: sandbox.live_processes == 0, "the remote cats were not reaped")
+
+
+class _Wire:
+    """A transport whose messages come when the test says, and which counts pings (pongs at
+    once)."""
+
+    subprotocol = "v5.channel.k8s.io"
+
+    def __init__(self) -> None:
+        self.pings = 0
+        self.send_message, self.incoming = anyio.create_memory_object_stream[bytes](10)
+
+    async def receive(self) -> bytes:
+        return await self.incoming.receive()
+
+    async def ping(self) -> None:
+        self.pings += 1
+
+
+async def test_only_an_idle_connection_is_pinged() -> None:
+    # A server blocked writing output to a slow reader cannot read a ping (it waits to write
+    # the pong); the bytes it leaves unread turn its close into a TCP reset that loses the
+    # output's tail. So output since the last turn, or a consumer behind, skips the ping.
+    wire = _Wire()
+    connection = WebSocketExecConnection(wire, Subprotocol.V5)  # type: ignore[arg-type]
+    assert await connection.ping_once(1.0) is True  # nobody receives: the consumer is behind
+    assert wire.pings == 0
+    async with wire.send_message, wire.incoming, anyio.create_task_group() as reader:
+        received: list[object] = []
+
+        async def read(count: int) -> None:
+            for _ in range(count):
+                received.append(await connection.receive_message())
+
+        reader.start_soon(read, 2)
+        await wire.send_message.send(b"\x01output")
+        await anyio.wait_all_tasks_blocked()  # received, and waiting for the next message
+        assert await connection.ping_once(1.0) is True  # output since the last turn
+        assert wire.pings == 0
+        assert await connection.ping_once(1.0) is True  # idle now: pinged, and answered
+        assert wire.pings == 1
+        await wire.send_message.send(b"\x01more")
+    assert received == [b"\x01output", b"\x01more"]

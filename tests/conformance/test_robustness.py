@@ -9,7 +9,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from kuber_exec_core import Error, ExecErrorCode, Stdin, Stdout
+from kuber_exec_core import Error, ExecErrorCode, Exit, Stdin, Stdout
 from kuber_exec_sandbox import demo_cluster, run_sandbox_in_thread
 from support import backend_for, eventually, open_fds, running_tasks
 from support import demo_request as run
@@ -191,6 +191,32 @@ async def test_dead_peer_is_detected_by_keepalive(adapter: Any, sandbox: Any) ->
     # As on a real cluster, the frozen connection leaves the command running: end it here.
     assert sandbox.cluster.faults.kill_processes("demo", session.target.pod) == 1
     await eventually(lambda: sandbox.live_processes == 0, "the remote process was not reaped")
+
+
+async def test_a_late_pong_behind_arriving_output_is_not_a_dead_peer(
+    adapter: Any, sandbox: Any
+) -> None:
+    # Under load a pong waits behind the output the server already sent; seen from here, no
+    # pong comes while messages keep arriving. Those prove the peer alive: the command ends
+    # with its own exit, not "no pong" (issue 35: a 10,000-file download on a busy cluster).
+    proxy = FreezingProxy(sandbox.url)
+    async with proxy.running():
+        config = adapter.ClusterConfig(proxy.url)
+        options = {"ping_interval": 0.1, "pong_timeout": 0.3, "close_timeout": 0.2}
+        async with adapter.KubernetesBackend(config, **options) as backend:
+            service = adapter.ExecService(backend, cleanup=False)
+            # Output every 50 ms for 2 s: never a 0.3 s gap without a message.
+            lines = "for i in $(seq 40); do echo $i; sleep 0.05; done"
+            async with service.open_interactive(run("sh", "-c", lines), tty=False) as session:
+                frames = []
+                with anyio.fail_after(30):
+                    async for frame in session:
+                        frames.append(frame)
+                        if frame == Stdout(b"1\n"):
+                            proxy.mute_client()  # no ping reaches the server from now on
+    output = b"".join(f.data for f in frames if isinstance(f, Stdout))
+    assert output == b"".join(b"%d\n" % i for i in range(1, 41))
+    assert frames[-1] == Exit(0)
 
 
 async def test_slow_consumer_keeps_memory_flat(service: Any) -> None:

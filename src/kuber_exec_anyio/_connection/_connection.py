@@ -58,17 +58,30 @@ class WebSocketExecConnection(ConnectionEnd):
     """An :class:`ExecConnection` over a :class:`WebSocketTransport`, with keepalive.
 
     Keepalive (servers never ping; load balancers drop idle connections): :meth:`keepalive`
-    pings every ``interval`` seconds. A pong that does not come within ``pong_timeout`` while
-    this side is waiting for data means the peer is dead: the pending ``receive_message``
-    returns ``None`` with that reason. While the consumer is slow (not waiting for data), the
-    WebSocket library has stopped reading the socket behind unread messages and cannot see the
-    pong, so a late pong then is our own backpressure, not a dead peer, and is not fatal.
+    pings every ``interval`` seconds, but only a connection that is idle: this side waits for
+    data and no message came since the last turn. A connection whose output flows, or whose
+    consumer is behind, is not pinged: the server is alive, and may be blocked writing to us.
+    A server blocked so cannot answer (the kubelet's reader stops at the pong it cannot write),
+    so later client bytes stay unread in its socket; when the command ends, closing a socket
+    with unread bytes sends a TCP reset, which throws away the output still queued behind it
+    (seen on a busy 1.37 cluster: a 10,000-file download lost its tail or its exit status).
+
+    The peer is dead when its pong does not come within ``pong_timeout``, this side is waiting
+    for data, and no message came since the ping: the pending ``receive_message`` then returns
+    ``None`` with that reason. A late pong is not fatal otherwise: while the consumer is slow
+    the socket is not read behind unread messages, so the pong cannot be seen (our own
+    backpressure), and a pong queued behind output arrives after it, as messages that prove the
+    peer alive.
     """
 
     def __init__(self, transport: WebSocketTransport, subprotocol: Subprotocol) -> None:
         super().__init__(subprotocol)
         self._transport = transport
         self._receiving = False
+        # Messages received so far, and at the keepalive's last turn: one that arrives between
+        # turns, or while a ping waits, proves the peer alive (see the class).
+        self._received = 0
+        self._received_at_turn = 0
         # Sends in progress, and whether one was interrupted (cancelled or failed): then the
         # WebSocket cannot take a Close frame (its socket is full, or a frame is half written).
         self._sending = 0
@@ -99,7 +112,9 @@ class WebSocketExecConnection(ConnectionEnd):
             return None
         self._receiving = True
         try:
-            return await self._transport.receive()
+            message = await self._transport.receive()
+            self._received += 1
+            return message
         except TransportClosed as closed:
             # A no-op when keepalive already ended the connection with its own reason.
             self._end(clean=closed.clean, reason=closed.reason)
@@ -115,16 +130,21 @@ class WebSocketExecConnection(ConnectionEnd):
                 return
 
     async def ping_once(self, pong_timeout: float) -> bool:
-        """One keepalive ping; ``False`` once the connection is over: closed, or declared dead
-        now (no pong within ``pong_timeout`` while waiting for data; see the class)."""
+        """One keepalive turn: a ping when the connection is idle; ``False`` once it is over:
+        closed, or declared dead now (no pong within ``pong_timeout`` while waiting for data,
+        and no message meanwhile; see the class)."""
         if self._closed:
             return False
+        received, last_turn = self._received, self._received_at_turn
+        self._received_at_turn = received
+        if received != last_turn or not self._receiving:
+            return True  # not idle: output came since the last turn, or the consumer is behind
         with anyio.move_on_after(pong_timeout) as deadline:
             try:
                 await self._transport.ping()
             except TransportClosed:
                 return False
-        if deadline.cancelled_caught and self._receiving:
+        if deadline.cancelled_caught and self._receiving and self._received == received:
             self._abort(f"no pong from the server within {pong_timeout:g} s")
             return False
         return True
