@@ -125,7 +125,10 @@ class TrioWebSocketTransport:
         async with self._write_lock:
             if not self._connection.queue_close():
                 return False
-            await self._write_pending()
+            try:
+                await self._write_pending()
+            except TransportClosed:
+                return False  # the connection broke (a reset): no reply can come
         # The server's Close reply comes through receive(), as the end of the messages.
         return True
 

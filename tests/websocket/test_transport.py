@@ -416,6 +416,59 @@ def test_a_cancelled_receive_loses_no_message_and_ping_fails_once_closed(
     runtime.run(main)
 
 
+async def _the_end(transport: Transport) -> TransportClosed:
+    """How ``transport`` ends: what its receive raises after the messages still to come."""
+    while True:
+        try:
+            await transport.receive()
+        except TransportClosed as ended:
+            return ended
+
+
+def test_closing_a_connection_the_server_reset_raises_nothing_and_ends_it(
+    runtime: Runtime,
+) -> None:
+    # Seen on a busy 1.37 cluster: the server dropped the exec connection while the reader was
+    # behind; the session then ended and leaving tried the closing handshake, whose Close frame
+    # could not be written. That is "nothing to wait for", not an error escaping the exit.
+    def serve_and_reset(listener: socket.socket) -> None:
+        accepted, _ = listener.accept()
+        with accepted:
+            protocol = ServerProtocol(subprotocols=[V5])  # type: ignore[list-item]
+            request: Request | None = None
+            while request is None:
+                protocol.receive_data(accepted.recv(65536))
+                events = protocol.events_received()
+                request = next((e for e in events if isinstance(e, Request)), None)
+            protocol.send_response(protocol.accept(request))
+            protocol.send_binary(b"\x01partial")
+            accepted.sendall(b"".join(protocol.data_to_send()))
+            # Linger 0: closing sends a TCP reset, and no Close frame goes out.
+            accepted.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01" + b"\x00" * 7)
+
+    async def main() -> None:
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            options = loopback_options(listener.getsockname()[1])
+            async with anyio.create_task_group() as group:
+                reset = anyio.Event()
+
+                async def server() -> None:
+                    await anyio.to_thread.run_sync(serve_and_reset, listener)
+                    reset.set()
+
+                group.start_soon(server)
+                async with runtime.open_transport(options) as transport:
+                    await reset.wait()  # nothing read since the upgrade: the reader was behind
+                    # trio sees the reset as it writes the Close (False: nothing to wait for);
+                    # asyncio's write hands the frame to its loop, which finds the reset later.
+                    await transport.aclose()
+                    ended = await _the_end(transport)
+                    assert not ended.clean
+                    transport.abort()
+
+    runtime.run(main)
+
+
 def test_a_refused_upgrade_without_a_length_is_reported_at_the_close(runtime: Runtime) -> None:
     async def main() -> None:
         async with loopback_listener() as (listener, port):
