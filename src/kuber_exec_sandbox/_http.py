@@ -293,6 +293,7 @@ class ConnectionHandler:
             leases=self.leases,
             access=self.access,
             query=request.query,
+            content_type=request.header("content-type"),
         )
         if platform is not None:
             await self._respond(connection, stream, platform, head_only=request.method == "HEAD")

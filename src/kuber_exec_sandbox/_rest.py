@@ -150,10 +150,9 @@ def _discovery_answer(path: str, accept: str, offer_v5: bool, address: str) -> R
                 _discovery.aggregated_apis(), content_type=_discovery.AGGREGATED_CONTENT_TYPE
             )
         return json_response(_discovery.api_group_list())
-    if path == "/api/v1":
-        return json_response(_discovery.core_v1_resources())
-    if path == "/apis/apps/v1":
-        return json_response(_discovery.apps_v1_resources())
+    if path == "/api/v1" or (path.startswith("/apis/") and path.count("/") == 3):
+        listed = _discovery.resource_list(path.removeprefix("/api/").removeprefix("/apis/"))
+        return None if listed is None else json_response(listed)
     return None
 
 
