@@ -92,7 +92,7 @@ SERVED: tuple[Resource, ...] = (
         categories=("all",),
         subresources=(
             Subresource("attach", "PodAttachOptions", _UPGRADE),
-            Subresource("ephemeralcontainers", "Pod", ("get", "patch", "update")),
+            Subresource("ephemeralcontainers", "Pod", ("get", "patch")),
             Subresource("exec", "PodExecOptions", _UPGRADE),
             Subresource("log", "Pod", ("get",)),
             Subresource("portforward", "PodPortForwardOptions", _UPGRADE),

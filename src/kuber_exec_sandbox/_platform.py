@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from ._access import AccessPolicy, UserInfo, forbidden
 from ._leases import GROUP, LeaseStore
 from ._protobuf import ProtobufError, decode_review
-from ._rest import RestResponse, json_response, status_response
+from ._rest import RestResponse, is_watch, json_response, status_response
 
 __all__ = ["handle_platform"]
 
@@ -95,8 +95,8 @@ def handle_platform(
         verb = {"GET": "list", "HEAD": "list", "POST": "create"}.get(method)
     else:
         verb = {"GET": "get", "HEAD": "get", "PUT": "update", "DELETE": "delete"}.get(method)
-    if verb is None:
-        return _not_allowed()
+    if verb is None or (verb == "list" and is_watch(query)):
+        return _not_allowed()  # Not a verb of leases in discovery (watch included).
     if not access.allows(who, verb, "leases", "", namespace):
         status, denial = forbidden(who.name, verb, "leases", "", namespace, name or "", group=GROUP)
         return json_response(denial, status)

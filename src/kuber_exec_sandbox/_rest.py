@@ -92,6 +92,11 @@ def handle_rest(
     discovery = _discovery_answer(path, accept, offer_v5, server_address)
     namespace_match = _NAMESPACES.fullmatch(path)
     if namespace_match is not None and method in ("GET", "HEAD"):
+        if is_watch(query):
+            # Not in discovery's verbs for namespaces: refused, not answered with a list.
+            return status_response(
+                405, "MethodNotAllowed", "the kuber-exec sandbox does not watch namespaces"
+            )
         return _namespaces(cluster, namespace_match.group(1))
     route = next(((m, r) for p, r in _ROUTES if (m := p.fullmatch(path))), None)
     if discovery is None and route is None:
