@@ -70,8 +70,9 @@ def answered(http: httpx.Client, method: str, path: str, query: dict[str, str]) 
             return False
         if answer.status_code != 404:
             return True
-        body: Any = answer.read()
-    return httpx.Response(404, content=body).json().get("message") != _UNKNOWN_PATH
+        body = answer.read()
+    message: Any = httpx.Response(404, content=body).json().get("message")
+    return bool(message != _UNKNOWN_PATH)
 
 
 def base(group_version: str) -> str:
