@@ -235,6 +235,9 @@ class _Tunnel:
         self.writable = trio.Event()
         self.kick = trio.Event()
         self.sent = trio.Event()
+        #: Bytes the writer took from the session, and bytes it finished sending.
+        self.taken = 0
+        self.written = 0
         self.ended = False
         self.cancel_scope = trio.CancelScope()
 
@@ -254,8 +257,10 @@ class _Tunnel:
                 await kick.wait()
                 self.kick = trio.Event()
                 data = self.tunnel.data_to_send()
+                self.taken += len(data)
                 if data:
                     await self.websocket.send_message(data)
+                self.written += len(data)
                 self.sent.set()
                 self.sent = trio.Event()
         finally:
@@ -270,15 +275,17 @@ class _Tunnel:
                     nursery.start_soon(self.write)
                     await self.flush()
                     await self.read(nursery)
-                    # What the reader queued last (a GOAWAY) goes out before the end: wait
-                    # for a whole turn of the writer after this kick (it takes the bytes from
-                    # the session before sending them, so "nothing pending" is not "sent").
+                    # What the reader queued last (a GOAWAY) goes out before the end. The
+                    # writer takes bytes from the session before sending them, so nothing
+                    # pending is not everything sent: wait until what it took is written too.
+                    # (Waking at a turn that had ended before a later turn took the GOAWAY,
+                    # then cancelling that turn's send, lost it about one run in five.)
                     self.kick.set()
-                    while not self.ended:
+                    while not self.ended and (
+                        self.tunnel.session.pending_bytes or self.written < self.taken
+                    ):
                         sent = self.sent
                         await sent.wait()
-                        if not self.tunnel.session.pending_bytes:
-                            break
                     nursery.cancel_scope.cancel()
             except* (ClientGone, FrameTooLarge):
                 pass
