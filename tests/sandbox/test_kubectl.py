@@ -339,3 +339,15 @@ async def test_debug_runs_an_ephemeral_container(
     served = sandbox.cluster.pod("demo", pod)
     assert served is not None
     assert served.ephemeral_container("dbg") is not None
+
+
+@pytest.mark.trio
+async def test_get_all_lists_pods_deployments_and_replicasets(
+    kubectl: str, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    # "all" is the category discovery gives the workloads.
+    result = await run_kubectl(kubectl, sandbox, tmp_path, "get", "all", "-o", "name")
+    assert (result.returncode, result.stderr) == (0, b"")
+    names = set(result.stdout.decode().split())
+    assert {n.split("/")[0] for n in names} == {"pod", "deployment.apps", "replicaset.apps"}
+    assert {"deployment.apps/web", "deployment.apps/other"} <= names
