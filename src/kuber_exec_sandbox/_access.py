@@ -27,6 +27,7 @@ from urllib.parse import unquote
 
 import attrs
 
+from ._discovery import group_of
 from ._render import status_error
 
 __all__ = ["AccessPolicy", "AccessRule", "UserInfo"]
@@ -56,15 +57,17 @@ class AccessRule:
     user: str | None = None
     group: str | None = None
 
+    def applies_to(self, who: UserInfo) -> bool:
+        """Whether this rule is for ``who`` (its user, or one of its groups)."""
+        if self.user is not None and self.user != who.name:
+            return False
+        return self.group is None or self.group in who.groups
+
     def grants(
         self, who: UserInfo, verb: str, resource: str, subresource: str, namespace: str
     ) -> bool:
         """Whether this rule allows ``who`` to ``verb`` ``resource/subresource`` there."""
-        if self.user is not None and self.user != who.name:
-            return False
-        if self.group is not None and self.group not in who.groups:
-            return False
-        return (
+        return self.applies_to(who) and (
             (verb in self.verbs or "*" in self.verbs)
             and self.resource in (resource, "*")
             and (self.subresource or "") == subresource
@@ -223,6 +226,10 @@ class AccessPolicy:
             return 400, status_error(
                 400, "BadRequest", "the body of the request is not a SelfSubjectAccessReview"
             )
+        non_resource = spec.get("nonResourceAttributes") if isinstance(spec, dict) else None
+        if isinstance(non_resource, dict) and attributes is None:
+            # The policy has no non-resource rules: a URL is allowed only while not enforcing.
+            return 201, self._review_answer("SelfSubjectAccessReview", spec, not self.enforcing)
         if not isinstance(attributes, dict):
             message = (
                 'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: '
@@ -235,14 +242,71 @@ class AccessPolicy:
         subresource = str(attributes.get("subresource") or "")
         namespace = str(attributes.get("namespace") or "")
         allowed = self.allows(who, verb, resource, subresource, namespace)
+        return 201, self._review_answer("SelfSubjectAccessReview", spec, allowed)
+
+    @staticmethod
+    def _review_answer(kind: str, spec: object, allowed: bool) -> JSON:
         status: JSON = {"allowed": allowed}
         if not allowed:
             status["reason"] = ""
-        answer: JSON = {
-            "kind": "SelfSubjectAccessReview",
+        return {
+            "kind": kind,
             "apiVersion": "authorization.k8s.io/v1",
             "metadata": {"creationTimestamp": None},
             "spec": spec,
             "status": status,
         }
+
+    def rules_review(self, who: UserInfo, body: object) -> tuple[int, JSON]:
+        """Answer a ``SelfSubjectRulesReview`` (what ``kubectl auth can-i --list`` asks): 201
+        with the rules that apply to ``who`` in ``spec.namespace`` (everything while not
+        enforcing), or 400 when the body is not one."""
+        spec = body.get("spec") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or body.get("kind") != "SelfSubjectRulesReview":
+            return 400, status_error(
+                400, "BadRequest", "the body of the request is not a SelfSubjectRulesReview"
+            )
+        namespace = spec.get("namespace") if isinstance(spec, dict) else None
+        if not isinstance(namespace, str) or not namespace:
+            message = (
+                'SelfSubjectRulesReview.authorization.k8s.io "" is invalid: '
+                "spec.namespace: Required value: namespace must be specified"
+            )
+            return 422, status_error(422, "Invalid", message)
+        with self._lock:
+            enforcing, rules = self._enforcing, list(self._rules)
+        resource_rules: list[JSON]
+        if not enforcing:
+            resource_rules = [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]
+            non_resource_rules = [{"verbs": ["*"], "nonResourceURLs": ["*"]}]
+        else:
+            resource_rules = [
+                {
+                    "verbs": list(rule.verbs),
+                    "apiGroups": [_api_group(rule.resource)],
+                    "resources": [
+                        f"{rule.resource}/{rule.subresource}" if rule.subresource else rule.resource
+                    ],
+                }
+                for rule in rules
+                if rule.applies_to(who) and rule.namespace in (None, namespace)
+            ]
+            non_resource_rules = []
+        answer: JSON = {
+            "kind": "SelfSubjectRulesReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": {
+                "resourceRules": resource_rules,
+                "nonResourceRules": non_resource_rules,
+                "incomplete": False,
+            },
+        }
         return 201, answer
+
+
+def _api_group(resource: str) -> str:
+    # The rules name no group (the sandbox serves each resource in one): the serving one.
+    group = group_of(resource)
+    return "*" if group is None else group

@@ -1,5 +1,11 @@
 """Discovery documents: ``/version``, ``/api``, ``/apis`` (plain and aggregated), resource lists.
 
+Every document is rendered from one table, :data:`SERVED`: each resource the sandbox serves, its
+group, scope, verbs and subresources. kubectl resolves every name through discovery (``get
+leases``, ``auth can-i create pods/portforward``), so a route the table leaves out is a resource
+kubectl says the server does not have; ``tests/sandbox/test_discovery.py`` probes the server to
+keep the table and the routes equal.
+
 kubectl 1.30+ asks ``/api`` and ``/apis`` for the aggregated form (``apidiscovery.k8s.io/v2``)
 first and only falls back to the per-group lists when the answer is not aggregated; both are
 served, so any client version finds what it looks for.
@@ -9,14 +15,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 __all__ = [
     "AGGREGATED_CONTENT_TYPE",
+    "SERVED",
+    "Resource",
+    "Subresource",
     "aggregated_apis",
     "aggregated_core",
     "api_group_list",
     "api_versions",
-    "apps_v1_resources",
-    "core_v1_resources",
+    "group_of",
+    "resource_list",
     "version_info",
     "wants_aggregated",
 ]
@@ -25,17 +36,120 @@ JSON = dict[str, Any]
 
 AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
-# (resource, singular, kind, short names, verbs, subresources)
-_CORE: list[tuple[str, str, str, list[str], list[str], list[str]]] = [
-    ("namespaces", "namespace", "Namespace", ["ns"], ["get", "list"], []),
-    ("pods", "pod", "Pod", ["po"], ["get", "list"], ["exec"]),
-]
-_CLUSTER_SCOPED = {"namespaces"}
-_APPS: list[tuple[str, str, str, list[str], list[str], list[str]]] = [
-    ("deployments", "deployment", "Deployment", ["deploy"], ["get", "list"], []),
-    ("replicasets", "replicaset", "ReplicaSet", ["rs"], ["get", "list"], []),
-]
-_SUBRESOURCE_KIND = {"exec": "PodExecOptions"}
+
+@attrs.frozen
+class Subresource:
+    """``{resource}/{name}``: the kind its requests carry, and its verbs."""
+
+    name: str
+    kind: str
+    verbs: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class Resource:
+    """One served resource (a row of :data:`SERVED`)."""
+
+    group: str
+    version: str = "v1"
+    name: str
+    singular: str
+    kind: str
+    namespaced: bool = True
+    verbs: tuple[str, ...]
+    short_names: tuple[str, ...] = ()
+    #: ``kubectl get all`` lists the resources in category ``all``.
+    categories: tuple[str, ...] = ()
+    subresources: tuple[Subresource, ...] = ()
+
+    @property
+    def group_version(self) -> str:
+        """``v1`` for the core group, ``group/version`` otherwise."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+_READ = ("get", "list", "watch")
+_UPGRADE = ("create", "get")  # exec, attach, port-forward: a GET (or POST) that upgrades
+
+#: Everything the sandbox serves, in the order the API server lists it.
+SERVED: tuple[Resource, ...] = (
+    Resource(
+        group="",
+        name="namespaces",
+        singular="namespace",
+        kind="Namespace",
+        namespaced=False,
+        verbs=("get", "list"),
+        short_names=("ns",),
+    ),
+    Resource(
+        group="",
+        name="pods",
+        singular="pod",
+        kind="Pod",
+        verbs=_READ,
+        short_names=("po",),
+        categories=("all",),
+        subresources=(
+            Subresource("attach", "PodAttachOptions", _UPGRADE),
+            Subresource("ephemeralcontainers", "Pod", ("get", "patch")),
+            Subresource("exec", "PodExecOptions", _UPGRADE),
+            Subresource("log", "Pod", ("get",)),
+            Subresource("portforward", "PodPortForwardOptions", _UPGRADE),
+        ),
+    ),
+    Resource(
+        group="apps",
+        name="deployments",
+        singular="deployment",
+        kind="Deployment",
+        verbs=_READ,
+        short_names=("deploy",),
+        categories=("all",),
+    ),
+    Resource(
+        group="apps",
+        name="replicasets",
+        singular="replicaset",
+        kind="ReplicaSet",
+        verbs=_READ,
+        short_names=("rs",),
+        categories=("all",),
+    ),
+    Resource(
+        group="authorization.k8s.io",
+        name="selfsubjectaccessreviews",
+        singular="selfsubjectaccessreview",
+        kind="SelfSubjectAccessReview",
+        namespaced=False,
+        verbs=("create",),
+    ),
+    Resource(
+        group="authorization.k8s.io",
+        name="selfsubjectrulesreviews",
+        singular="selfsubjectrulesreview",
+        kind="SelfSubjectRulesReview",
+        namespaced=False,
+        verbs=("create",),
+    ),
+    Resource(
+        group="coordination.k8s.io",
+        name="leases",
+        singular="lease",
+        kind="Lease",
+        verbs=("create", "delete", "get", "list", "update"),
+    ),
+)
+
+
+def _groups() -> list[str]:
+    """The named groups, in table order (each once)."""
+    return list(dict.fromkeys(r.group for r in SERVED if r.group))
+
+
+def group_of(resource: str) -> str | None:
+    """The API group serving ``resource`` (``""``: core), ``None`` when none does."""
+    return next((r.group for r in SERVED if r.name == resource), None)
 
 
 def version_info(offer_v5: bool) -> JSON:
@@ -76,38 +190,39 @@ def api_versions(server_address: str) -> JSON:
 
 def api_group_list() -> JSON:
     """``/apis`` (legacy form)."""
-    version = {"groupVersion": "apps/v1", "version": "v1"}
-    return {
-        "kind": "APIGroupList",
-        "apiVersion": "v1",
-        "groups": [{"name": "apps", "versions": [version], "preferredVersion": version}],
-    }
+    groups = []
+    for name in _groups():
+        version = {"groupVersion": f"{name}/v1", "version": "v1"}
+        groups.append({"name": name, "versions": [version], "preferredVersion": version})
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
 
-def _resource_list(
-    group_version: str, table: list[tuple[str, str, str, list[str], list[str], list[str]]]
-) -> JSON:
+def resource_list(group_version: str) -> JSON | None:
+    """``/api/v1`` or ``/apis/{group}/{version}``; ``None`` for a group version not served."""
+    rows = [r for r in SERVED if r.group_version == group_version]
+    if not rows:
+        return None
     resources: list[JSON] = []
-    for name, singular, kind, short, verbs, subresources in table:
+    for row in rows:
         resources.append(
             {
-                "name": name,
-                "singularName": singular,
-                "namespaced": name not in _CLUSTER_SCOPED,
-                "kind": kind,
-                "verbs": verbs,
-                "shortNames": short,
-                "categories": [] if name in _CLUSTER_SCOPED else ["all"],
+                "name": row.name,
+                "singularName": row.singular,
+                "namespaced": row.namespaced,
+                "kind": row.kind,
+                "verbs": list(row.verbs),
+                **({"shortNames": list(row.short_names)} if row.short_names else {}),
+                **({"categories": list(row.categories)} if row.categories else {}),
             }
         )
-        for sub in subresources:
+        for sub in row.subresources:
             resources.append(
                 {
-                    "name": f"{name}/{sub}",
+                    "name": f"{row.name}/{sub.name}",
                     "singularName": "",
-                    "namespaced": True,
-                    "kind": _SUBRESOURCE_KIND[sub],
-                    "verbs": ["create", "get"],
+                    "namespaced": row.namespaced,
+                    "kind": sub.kind,
+                    "verbs": list(sub.verbs),
                 }
             )
     return {
@@ -118,47 +233,33 @@ def _resource_list(
     }
 
 
-def core_v1_resources() -> JSON:
-    """``/api/v1``."""
-    return _resource_list("v1", _CORE)
-
-
-def apps_v1_resources() -> JSON:
-    """``/apis/apps/v1``."""
-    return _resource_list("apps/v1", _APPS)
-
-
-def _aggregated_group(
-    name: str, group: str, table: list[tuple[str, str, str, list[str], list[str], list[str]]]
-) -> JSON:
+def _aggregated_group(group: str) -> JSON:
     resources = []
-    for resource, singular, kind, short, verbs, subresources in table:
-        resources.append(
-            {
-                "resource": resource,
-                "responseKind": {"group": group, "version": "v1", "kind": kind},
-                "scope": "Cluster" if resource in _CLUSTER_SCOPED else "Namespaced",
-                "singularResource": singular,
-                "verbs": verbs,
-                "shortNames": short,
-                "categories": [] if resource in _CLUSTER_SCOPED else ["all"],
-                "subresources": [
-                    {
-                        "subresource": sub,
-                        "responseKind": {
-                            "group": "",
-                            "version": "v1",
-                            "kind": _SUBRESOURCE_KIND[sub],
-                        },
-                        "verbs": ["create", "get"],
-                    }
-                    for sub in subresources
-                ],
-            }
-        )
+    for row in (r for r in SERVED if r.group == group):
+        entry: JSON = {
+            "resource": row.name,
+            "responseKind": {"group": group, "version": row.version, "kind": row.kind},
+            "scope": "Namespaced" if row.namespaced else "Cluster",
+            "singularResource": row.singular,
+            "verbs": list(row.verbs),
+        }
+        if row.short_names:
+            entry["shortNames"] = list(row.short_names)
+        if row.categories:
+            entry["categories"] = list(row.categories)
+        if row.subresources:
+            entry["subresources"] = [
+                {
+                    "subresource": sub.name,
+                    "responseKind": {"group": "", "version": "v1", "kind": sub.kind},
+                    "verbs": list(sub.verbs),
+                }
+                for sub in row.subresources
+            ]
+        resources.append(entry)
     metadata: JSON = {"creationTimestamp": None}
-    if name:
-        metadata["name"] = name
+    if group:
+        metadata["name"] = group
     return {
         "metadata": metadata,
         "versions": [{"version": "v1", "resources": resources, "freshness": "Current"}],
@@ -176,9 +277,9 @@ def _aggregated(items: list[JSON]) -> JSON:
 
 def aggregated_core() -> JSON:
     """``/api`` in aggregated form (the unnamed core group)."""
-    return _aggregated([_aggregated_group("", "", _CORE)])
+    return _aggregated([_aggregated_group("")])
 
 
 def aggregated_apis() -> JSON:
-    """``/apis`` in aggregated form."""
-    return _aggregated([_aggregated_group("apps", "apps", _APPS)])
+    """``/apis`` in aggregated form (every named group)."""
+    return _aggregated([_aggregated_group(group) for group in _groups()])

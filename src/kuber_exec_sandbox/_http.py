@@ -35,7 +35,14 @@ from ._exec_request import ExecPlan, plan_exec
 from ._leases import LeaseStore
 from ._logs import LogPlan, plan_log
 from ._platform import handle_platform
-from ._portforward import PortForwardPlan, plan_portforward, portforward_route, run_portforward
+from ._portforward import (
+    SPDY_PROTOCOL,
+    PortForwardPlan,
+    SpdyConnection,
+    plan_portforward,
+    portforward_route,
+    run_portforward,
+)
 from ._rest import RestResponse, handle_rest, status_response
 from ._runtime import ContainerRuntime
 from ._watch import DEFAULT_BOOKMARK_INTERVAL, WatchHub, WatchPlan, plan_watch
@@ -97,6 +104,18 @@ def _is_websocket_upgrade(request: _Request) -> bool:
     upgrade = {v.strip().lower() for v in request.header("upgrade").split(",")}
     connection = {v.strip().lower() for v in request.header("connection").split(",")}
     return "websocket" in upgrade and "upgrade" in connection
+
+
+def _is_spdy_upgrade(request: _Request) -> bool:
+    # kubectl before 1.31 (or KUBECTL_PORT_FORWARD_WEBSOCKETS=false): "Upgrade: SPDY/3.1".
+    upgrade = {v.strip().lower() for v in request.header("upgrade").split(",")}
+    connection = {v.strip().lower() for v in request.header("connection").split(",")}
+    return "spdy/3.1" in upgrade and "upgrade" in connection
+
+
+def _stream_protocols(request: _Request) -> list[str]:
+    values = request.headers.get("x-stream-protocol-version", [])
+    return [p.strip() for value in values for p in value.split(",") if p.strip()]
 
 
 async def _linger(stream: trio.SocketStream) -> None:
@@ -293,6 +312,7 @@ class ConnectionHandler:
             leases=self.leases,
             access=self.access,
             query=request.query,
+            content_type=request.header("content-type"),
         )
         if platform is not None:
             await self._respond(connection, stream, platform, head_only=request.method == "HEAD")
@@ -428,6 +448,7 @@ class ConnectionHandler:
         route: tuple[str, str],
     ) -> bool:
         upgrade = _is_websocket_upgrade(request)
+        spdy = _is_spdy_upgrade(request)
         denied = self.access.authorize_portforward(who, route[0], route[1])
         offered = parse_subprotocol_header(request.headers.get("sec-websocket-protocol", []))
         plan = (
@@ -442,8 +463,12 @@ class ConnectionHandler:
                 websocket_upgrade=upgrade,
                 offered=offered,
                 tunnel=self.portforward_tunnel,
+                spdy_offered=_stream_protocols(request) if spdy else None,
             )
         )
+        if isinstance(plan, PortForwardPlan) and plan.spdy:
+            await run_portforward(await self._upgrade_spdy(connection, stream), plan)
+            return True
         key = request.header("sec-websocket-key").strip()
         if isinstance(plan, PortForwardPlan) and (
             not key or request.header("sec-websocket-version").strip() != "13"
@@ -452,7 +477,7 @@ class ConnectionHandler:
                 400, "BadRequest", "a WebSocket upgrade needs Sec-WebSocket-Key and version 13"
             )
         if isinstance(plan, RestResponse):
-            await self._respond(connection, stream, plan, close=upgrade)
+            await self._respond(connection, stream, plan, close=upgrade or spdy)
             return False
         websocket = await self._upgrade(connection, stream, key, plan.subprotocol)
         await run_portforward(websocket, plan)
@@ -473,6 +498,20 @@ class ConnectionHandler:
         )
         trailing, _closed = connection.trailing_data
         return WebSocket(stream, bytes(trailing))
+
+    async def _upgrade_spdy(
+        self, connection: h11.Connection, stream: trio.SocketStream
+    ) -> SpdyConnection:
+        headers = [
+            ("Connection", "Upgrade"),
+            ("Upgrade", "SPDY/3.1"),
+            ("X-Stream-Protocol-Version", SPDY_PROTOCOL),
+        ]
+        await stream.send_all(
+            connection.send(h11.InformationalResponse(status_code=101, headers=headers)) or b""
+        )
+        trailing, _closed = connection.trailing_data
+        return SpdyConnection(stream, bytes(trailing))
 
     async def _accept(
         self, connection: h11.Connection, stream: trio.SocketStream, key: str, plan: ExecPlan

@@ -1,4 +1,4 @@
-"""``pods/portforward``: both WebSocket transports, served to local listeners.
+"""``pods/portforward``: both WebSocket transports and SPDY/3.1, served to local listeners.
 
 A sandbox pod's ports are loopback listeners the test maps: ``PodObject.ports`` maps a container
 port to the ``(host, port)`` that answers for it, so two pods can "listen" on the same container
@@ -11,8 +11,15 @@ pod, 400 without a WebSocket upgrade, and when the client offers no tunnel (or t
 serves none, ``tunnel=False``: a cluster without the ``PortForwardWebsockets`` gate) and names
 no port, the kubelet's 400 ``query parameter "port" is required``, as plain text.
 
+The third transport is the one every cluster has served since 1.0 and kubectl used before 1.31
+(and uses with ``KUBECTL_PORT_FORWARD_WEBSOCKETS=false``): an HTTP/1.1 upgrade to ``SPDY/3.1``
+negotiated by ``X-Stream-Protocol-Version: portforward.k8s.io``, then the very SPDY session the
+tunnel carries in WebSocket messages, as raw bytes on the connection (:class:`SpdyConnection`).
+A SPDY upgrade offering no ``portforward.k8s.io`` is the kubelet's 403 (no protocol offered:
+400), in plain text.
+
 When the pod is deleted, every forward to it ends: its connections fail and the WebSocket
-closes, as when a real pod's network namespace goes away.
+(or SPDY connection) closes, as when a real pod's network namespace goes away.
 """
 
 from __future__ import annotations
@@ -45,7 +52,17 @@ from ._exec_request import upgrade_target
 from ._rest import RestResponse, status_response
 from ._websocket import ClientGone, FrameTooLarge, WebSocket
 
-__all__ = ["PortForwardPlan", "plan_portforward", "portforward_route", "run_portforward"]
+__all__ = [
+    "SPDY_PROTOCOL",
+    "PortForwardPlan",
+    "SpdyConnection",
+    "plan_portforward",
+    "portforward_route",
+    "run_portforward",
+]
+
+#: The ``X-Stream-Protocol-Version`` of port-forward over a SPDY/3.1 upgrade.
+SPDY_PROTOCOL = "portforward.k8s.io"
 
 _READ_BYTES = 64 * 1024
 #: Bytes the sandbox holds for one connection's pod side before it stops reading the tunnel (a
@@ -53,6 +70,8 @@ _READ_BYTES = 64 * 1024
 _MAX_BUFFERED = 1 << 20
 #: Bytes queued for the WebSocket above which the forwards wait for the writer.
 _HIGH_WATER = 1 << 20
+#: How long a closed SPDY connection keeps reading (and dropping) the client's bytes.
+_LINGER_SECONDS = 2.0
 
 
 def portforward_route(path: str) -> tuple[str, str] | None:
@@ -77,10 +96,59 @@ class PortForwardPlan:
     cluster: Cluster
     subprotocol: str
     ports: tuple[int, ...] = ()
+    #: Over an HTTP/1.1 upgrade to SPDY/3.1 (the tunnel's session, without WebSocket framing).
+    spdy: bool = False
 
     @property
     def tunnel(self) -> bool:
         return self.subprotocol == TUNNEL_SUBPROTOCOL
+
+
+class SpdyConnection:
+    """The upgraded connection of a SPDY/3.1 port-forward, with the two calls the tunnel makes of
+    a WebSocket: each ``send_message`` is raw bytes on the connection, and ``receive_message``
+    whatever bytes arrived (SPDY frames cut anywhere, which the session reassembles)."""
+
+    def __init__(self, stream: trio.SocketStream, trailing: bytes) -> None:
+        self._stream = stream
+        self._trailing = trailing
+
+    async def send_message(self, message: bytes) -> None:
+        """Raises: ClientGone: the connection is closed or broken."""
+        try:
+            await self._stream.send_all(message)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise ClientGone("the connection broke") from None
+
+    async def receive_message(self) -> bytes:
+        """Raises: ClientGone: the client closed (or broke) the connection."""
+        if self._trailing:
+            data, self._trailing = self._trailing, b""
+            return data
+        try:
+            data = bytes(await self._stream.receive_some(_READ_BYTES))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            data = b""
+        if not data:
+            raise ClientGone("the client closed the connection")
+        return data
+
+    async def close(self) -> None:
+        """Half-close, read and drop what the client still sends (bounded: closing with unread
+        input sends a TCP reset, which can destroy the last frames), close. Never raises."""
+        try:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._stream.send_eof()
+                with trio.move_on_after(_LINGER_SECONDS):
+                    while await self._stream.receive_some(_READ_BYTES):
+                        pass
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._stream.aclose()
+
+    async def drop(self) -> None:
+        """As :meth:`close`: SPDY has no closing frame of its own beyond GOAWAY."""
+        await self.close()
 
 
 def plan_portforward(
@@ -93,13 +161,19 @@ def plan_portforward(
     websocket_upgrade: bool,
     offered: Sequence[str],
     tunnel: bool,
+    spdy_offered: Sequence[str] | None = None,
 ) -> PortForwardPlan | RestResponse:
-    """The plan for a port-forward request, or the HTTP answer that refuses it."""
+    """The plan for a port-forward request, or the HTTP answer that refuses it.
+
+    ``spdy_offered``: the ``X-Stream-Protocol-Version`` values of an upgrade to SPDY/3.1
+    (``None``: not a SPDY upgrade)."""
     pod = upgrade_target(cluster, method, namespace, pod_name)
     if isinstance(pod, RestResponse):
         return pod
     if pod.node_name is None:
         return status_response(400, "BadRequest", f"pod {pod.name} does not have a host assigned")
+    if spdy_offered is not None and not websocket_upgrade:
+        return _plan_spdy(pod, cluster, spdy_offered)
     if not websocket_upgrade:
         return status_response(
             400,
@@ -126,6 +200,22 @@ def plan_portforward(
         subprotocol=LEGACY_SUBPROTOCOL if offered else "",
         ports=tuple(ports),
     )
+
+
+def _plan_spdy(
+    pod: PodObject, cluster: Cluster, offered: Sequence[str]
+) -> PortForwardPlan | RestResponse:
+    # The kubelet's handshake (httpstream.Handshake): a protocol is required, and must match.
+    if not offered:
+        message = "unable to upgrade: X-Stream-Protocol-Version is required"
+        return RestResponse(400, f"{message}\n".encode(), "text/plain; charset=utf-8")
+    if SPDY_PROTOCOL not in offered:
+        message = (
+            f"unable to upgrade: unable to negotiate protocol: client supports "
+            f"[{' '.join(offered)}], server supports [{SPDY_PROTOCOL}]"
+        )
+        return RestResponse(403, f"{message}\n".encode(), "text/plain; charset=utf-8")
+    return PortForwardPlan(pod=pod, cluster=cluster, subprotocol=TUNNEL_SUBPROTOCOL, spdy=True)
 
 
 def _refused_message(pod: PodObject, port: int, reason: str) -> str:
@@ -176,7 +266,7 @@ class _Dropped(Exception):
 class _Counting:
     """The WebSocket's send side, counting toward an armed drop (``None``: none armed)."""
 
-    def __init__(self, websocket: WebSocket, drop_after: int | None) -> None:
+    def __init__(self, websocket: WebSocket | SpdyConnection, drop_after: int | None) -> None:
         self._websocket = websocket
         self._left = drop_after
 
@@ -191,9 +281,9 @@ class _Counting:
         return await self._websocket.receive_message()
 
 
-async def run_portforward(websocket: WebSocket, plan: PortForwardPlan) -> None:
-    """Serve one accepted port-forward WebSocket until either side ends it (or an armed
-    ``drop_port_forward_after`` fault drops it)."""
+async def run_portforward(websocket: WebSocket | SpdyConnection, plan: PortForwardPlan) -> None:
+    """Serve one accepted port-forward WebSocket (or SPDY connection) until either side ends it
+    (or an armed ``drop_port_forward_after`` fault drops it)."""
     pod = plan.pod
     drop_after = plan.cluster.faults.take_forward_drop(pod.namespace, pod.name)
     counting = _Counting(websocket, drop_after)
@@ -235,6 +325,9 @@ class _Tunnel:
         self.writable = trio.Event()
         self.kick = trio.Event()
         self.sent = trio.Event()
+        #: Bytes the writer took from the session, and bytes it finished sending.
+        self.taken = 0
+        self.written = 0
         self.ended = False
         self.cancel_scope = trio.CancelScope()
 
@@ -254,8 +347,10 @@ class _Tunnel:
                 await kick.wait()
                 self.kick = trio.Event()
                 data = self.tunnel.data_to_send()
+                self.taken += len(data)
                 if data:
                     await self.websocket.send_message(data)
+                self.written += len(data)
                 self.sent.set()
                 self.sent = trio.Event()
         finally:
@@ -270,15 +365,17 @@ class _Tunnel:
                     nursery.start_soon(self.write)
                     await self.flush()
                     await self.read(nursery)
-                    # What the reader queued last (a GOAWAY) goes out before the end: wait
-                    # for a whole turn of the writer after this kick (it takes the bytes from
-                    # the session before sending them, so "nothing pending" is not "sent").
+                    # What the reader queued last (a GOAWAY) goes out before the end. The
+                    # writer takes bytes from the session before sending them, so nothing
+                    # pending is not everything sent: wait until what it took is written too.
+                    # (Waking at a turn that had ended before a later turn took the GOAWAY,
+                    # then cancelling that turn's send, lost it about one run in five.)
                     self.kick.set()
-                    while not self.ended:
+                    while not self.ended and (
+                        self.tunnel.session.pending_bytes or self.written < self.taken
+                    ):
                         sent = self.sent
                         await sent.wait()
-                        if not self.tunnel.session.pending_bytes:
-                            break
                     nursery.cancel_scope.cancel()
             except* (ClientGone, FrameTooLarge):
                 pass

@@ -92,6 +92,11 @@ def handle_rest(
     discovery = _discovery_answer(path, accept, offer_v5, server_address)
     namespace_match = _NAMESPACES.fullmatch(path)
     if namespace_match is not None and method in ("GET", "HEAD"):
+        if is_watch(query):
+            # Not in discovery's verbs for namespaces: refused, not answered with a list.
+            return status_response(
+                405, "MethodNotAllowed", "the kuber-exec sandbox does not watch namespaces"
+            )
         return _namespaces(cluster, namespace_match.group(1))
     route = next(((m, r) for p, r in _ROUTES if (m := p.fullmatch(path))), None)
     if discovery is None and route is None:
@@ -150,10 +155,9 @@ def _discovery_answer(path: str, accept: str, offer_v5: bool, address: str) -> R
                 _discovery.aggregated_apis(), content_type=_discovery.AGGREGATED_CONTENT_TYPE
             )
         return json_response(_discovery.api_group_list())
-    if path == "/api/v1":
-        return json_response(_discovery.core_v1_resources())
-    if path == "/apis/apps/v1":
-        return json_response(_discovery.apps_v1_resources())
+    if path == "/api/v1" or (path.startswith("/apis/") and path.count("/") == 3):
+        listed = _discovery.resource_list(path.removeprefix("/api/").removeprefix("/apis/"))
+        return None if listed is None else json_response(listed)
     return None
 
 

@@ -46,11 +46,13 @@ def test_version_and_legacy_discovery(served: tuple[Sandbox, httpx.Client]) -> N
     assert get(http, "/version/") == get(http, "/version")  # kr8s's spelling
     assert get(http, "/api")["versions"] == ["v1"]
     groups = get(http, "/apis")["groups"]
-    assert [g["name"] for g in groups] == ["apps"]
+    assert [g["name"] for g in groups] == ["apps", "authorization.k8s.io", "coordination.k8s.io"]
     core = {r["name"] for r in get(http, "/api/v1")["resources"]}
-    assert {"pods", "pods/exec", "namespaces"} <= core
+    assert {"pods", "pods/exec", "pods/portforward", "pods/log", "namespaces"} <= core
     apps = {r["name"]: r for r in get(http, "/apis/apps/v1")["resources"]}
     assert apps["deployments"]["shortNames"] == ["deploy"]
+    leases = get(http, "/apis/coordination.k8s.io/v1")["resources"]
+    assert [(r["name"], r["kind"]) for r in leases] == [("leases", "Lease")]
 
 
 @pytest.mark.parametrize("path", ["/api", "/apis"])
