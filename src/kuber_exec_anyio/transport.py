@@ -2,7 +2,9 @@
 
 A runtime binding implements :class:`WebSocketTransport` and a :data:`TransportOpener`, then
 gets a complete ``connect_exec`` from :func:`open_exec_connection` and a complete backend by
-passing the opener to ``KubernetesBackend(config, transport=...)``.
+passing the opener to ``KubernetesBackend(config, transport=...)``. Its package re-exports the
+shared names (:mod:`kuber_exec_anyio.binding`) lazily with :func:`lazy_exports`, as
+``kuber_exec_trio`` and ``kuber_exec_asyncio`` do.
 """
 
 from ._connection._connection import DEFAULT_CLOSE_TIMEOUT as DEFAULT_CLOSE_TIMEOUT
@@ -22,6 +24,7 @@ from ._connection._transport import WebSocketTransport as WebSocketTransport
 from ._connection._transport import describe_error as describe_error
 from ._connection._transport import message_too_big as message_too_big
 from ._groups import single_exception as single_exception
+from ._lazy import lazy_exports as lazy_exports
 
 __all__ = [
     "DEFAULT_CLOSE_TIMEOUT",
@@ -38,6 +41,7 @@ __all__ = [
     "WebSocketExecConnection",
     "WebSocketTransport",
     "describe_error",
+    "lazy_exports",
     "message_too_big",
     "open_exec_connection",
     "single_exception",

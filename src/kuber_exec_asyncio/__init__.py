@@ -8,7 +8,7 @@ WebSocket. It exports the same names as every other runtime binding.
 import typing as _typing
 
 from kuber_exec_anyio import BINDING_NAMES as _BINDING_NAMES
-from kuber_exec_anyio import binding as _shared
+from kuber_exec_anyio.transport import lazy_exports as _lazy_exports
 
 from ._binding import KubernetesBackend as KubernetesBackend
 from ._binding import connect_exec as connect_exec
@@ -18,15 +18,7 @@ if _typing.TYPE_CHECKING:
 
 __all__ = [*_BINDING_NAMES, "KubernetesBackend", "connect_exec"]
 
-if not _typing.TYPE_CHECKING:  # a type checker sees the star import, not a catch-all
-
-    def __getattr__(name: str) -> object:
-        # The shared names are imported on first use (kuber_exec_anyio.binding says why),
-        # then kept here: later uses are plain global lookups.
-        if name not in _BINDING_NAMES:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = globals()[name] = getattr(_shared, name)
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *_BINDING_NAMES})
+# The shared names are imported on first use (kuber_exec_anyio.binding says why). A type checker
+# sees the star import above, not a catch-all __getattr__.
+if not _typing.TYPE_CHECKING:
+    __getattr__, __dir__ = _lazy_exports(globals(), {"kuber_exec_anyio.binding": _BINDING_NAMES})
