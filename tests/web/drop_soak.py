@@ -48,6 +48,7 @@ __all__ = ["SCENARIOS", "SoakServer", "TryResult", "soak", "summary"]
 
 SCENARIOS = ("seq", "top", "idle")
 _POLL = 0.1
+_SCREEN_POLL = 0.25
 # How much of a recording's start is searched for the try's token (the first command's echo).
 _HEAD = 64 * 1024
 
@@ -101,21 +102,29 @@ async def _poll(
 
 
 async def _screen_has(page: Page, pattern: str, within: float) -> re.Match[str]:
-    screen = await _poll(
-        page,
-        "kuberExec.screen()",
-        lambda text: re.search(pattern, str(text)) is not None,
-        within=within,
-        what=f"{pattern!r} on the screen",
-        describe=lambda text: "screen ends: " + str(text)[-600:].replace("\n", "|"),
-    )
-    match = re.search(pattern, str(screen))
-    assert match is not None
-    return match
+    """Wait for ``pattern`` on the page's screen. Reading the screen (the whole scrollback,
+    translated) costs the renderer: it is read again only once more output has arrived."""
+    deadline = time.monotonic() + within
+    seen = -1
+    screen = ""
+    while True:
+        received = await _received(page)
+        if received != seen:
+            seen = received
+            screen = str(await page.evaluate("kuberExec.screen()"))
+            match = re.search(pattern, screen)
+            if match is not None:
+                return match
+        if time.monotonic() > deadline:
+            tail = screen[-600:].replace("\n", "|")
+            raise SoakFailure(f"{pattern!r} not on the screen within {within:g} s: {tail}")
+        await asyncio.sleep(_SCREEN_POLL)
 
 
 async def _type(page: Page, line: str) -> None:
-    await page.keyboard.type(line)
+    """Type ``line`` and Enter: the line as one text input (as a paste without bracketing, or
+    an input method, gives it: one message instead of one per key), Enter as a key."""
+    await page.keyboard.insert_text(line)
     await page.keyboard.press("Enter")
 
 
@@ -196,14 +205,25 @@ async def _drop(page: Page, proxy: DropProxy, seconds: float) -> float:
 async def _one_try(
     browser: Browser, server: SoakServer, result: TryResult, drop_seconds: float
 ) -> None:
+    phases = result.extra.setdefault("phase_seconds", {})
+    clock = time.monotonic()
+
+    def phase(name: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        phases[name] = round(now - clock, 2)
+        clock = now
+
     proxy = DropProxy(server.address)
     running = proxy.running()
     address = running.__enter__()
     context = await browser.new_context(viewport={"width": 1000, "height": 600})
     try:
-        context.set_default_timeout(30_000)
+        context.set_default_timeout(60_000)
         page = await context.new_page()
+        phase("context")
         await page.goto(f"http://{address}/?deployment=web#token={server.token}")
+        phase("loaded")
         await _poll(
             page,
             "document.body.dataset.state",
@@ -211,10 +231,12 @@ async def _one_try(
             within=60,
             what="the terminal opening",
         )
+        phase("open")
         token = f"t{result.index}{result.scenario}{secrets.token_hex(6)}"
         await _type(page, f"cd /tmp && export K38={token} && echo ready=$$=")
         pid = (await _screen_has(page, r"ready=(\d+)=", within=60)).group(1)
         result.pid = pid
+        phase("ready")
         if result.scenario == "seq":
             before = await _received(page)
             await _type(page, "seq 1 200000; echo do''ne")
@@ -243,6 +265,7 @@ async def _one_try(
             await _screen_has(page, r"\ntop\n", within=drop_seconds + 90)
         else:
             result.reattach_seconds = await _drop(page, proxy, drop_seconds)
+        phase("scenario")
         await _type(page, "echo again=$$:$(pwd):$K38")
         await _screen_has(page, rf"again={pid}:/tmp:{token}", within=60)
         missed = int(await page.evaluate("kuberExec.missed"))
@@ -252,6 +275,7 @@ async def _one_try(
         await _poll(
             page, "kuberExec.exitCode", lambda code: code == 7, within=60, what="exit code 7"
         )
+        phase("checked")
         received = await _received(page)
         crc = int(await page.evaluate("kuberExec.crc"))
         result.received = received
@@ -259,11 +283,13 @@ async def _one_try(
             raise SoakFailure(f"the proxy was cut {proxy.cuts} times")
         result.refused_while_down = proxy.refused
         await _matches_recording(server.recordings, token, received, crc)
+        phase("compared")
         result.ok = True
     finally:
         with contextlib.suppress(Exception):
             await context.close()
         await asyncio.to_thread(running.__exit__, None, None, None)
+        phase("closed")
 
 
 async def _run_try(
@@ -272,9 +298,13 @@ async def _run_try(
     result: TryResult,
     drop_seconds: float,
     slots: asyncio.Semaphore,
+    pacing: asyncio.Lock,
     progress: Callable[[TryResult], None] | None,
 ) -> None:
     async with slots:
+        async with pacing:
+            # Pages start at most 5 a second: a burst of new pages is all CPU at once.
+            await asyncio.sleep(0.2)
         started = time.monotonic()
         try:
             async with asyncio.timeout(drop_seconds + 300):
@@ -307,6 +337,7 @@ async def soak(
 
     results = [TryResult(scenario, index) for index in range(tries) for scenario in scenarios]
     slots = asyncio.Semaphore(parallel)
+    pacing = asyncio.Lock()
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
             executable_path=chromium, headless=True, args=list(chromium_args)
@@ -314,7 +345,7 @@ async def soak(
         try:
             await asyncio.gather(
                 *(
-                    _run_try(browser, server, result, drop_seconds, slots, progress)
+                    _run_try(browser, server, result, drop_seconds, slots, pacing, progress)
                     for result in results
                 )
             )
@@ -348,6 +379,19 @@ def summary(results: Sequence[TryResult]) -> dict[str, Any]:
     scenarios = sorted({r.scenario for r in results}, key=SCENARIOS.index)
     return {
         **block(results),
+        "each": [
+            {
+                "scenario": r.scenario,
+                "index": r.index,
+                "ok": r.ok,
+                "reattach_seconds": None
+                if r.reattach_seconds is None
+                else round(r.reattach_seconds, 3),
+                "seconds": r.seconds,
+                **r.extra,
+            }
+            for r in results
+        ],
         "scenarios": {
             name: block([r for r in results if r.scenario == name]) for name in scenarios
         },
