@@ -53,8 +53,9 @@ def _run_server(runtime: str, args: argparse.Namespace, where: Path) -> dict[str
         str(recordings),
         "--grace",
         str(max(60.0, 3 * args.drop_seconds)),
+        # The app's default (25 s): a page or app silent for three of them is cut.
         "--ping-interval",
-        "5",
+        "25",
         audit_log=where / "audit.jsonl",
         command=(sys.executable, str(SERVER)),
     )
@@ -71,7 +72,7 @@ def _run_server(runtime: str, args: argparse.Namespace, where: Path) -> dict[str
         )
 
     started = time.monotonic()
-    load = os.getloadavg()[0]
+    load = os.getloadavg()
     try:
         address = process.base.removeprefix("http://").rstrip("/")
         server = SoakServer(address, process.token, recordings)
@@ -92,7 +93,9 @@ def _run_server(runtime: str, args: argparse.Namespace, where: Path) -> dict[str
     return {
         "runtime": runtime,
         "seconds": round(time.monotonic() - started, 1),
-        "load_average_at_start": round(load, 2),
+        "load_average_at_start": [round(value, 1) for value in load],
+        "load_average_at_end": [round(value, 1) for value in os.getloadavg()],
+        "server_log_tail": process.output[-4000:],
         "server_exit_status": status,
         **summary(results),
     }

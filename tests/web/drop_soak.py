@@ -224,13 +224,17 @@ async def _one_try(
         phase("context")
         await page.goto(f"http://{address}/?deployment=web#token={server.token}")
         phase("loaded")
-        await _poll(
-            page,
-            "document.body.dataset.state",
-            lambda state: state == "open",
-            within=60,
-            what="the terminal opening",
-        )
+        try:
+            await _poll(
+                page,
+                "document.body.dataset.state",
+                lambda state: state == "open",
+                within=60,
+                what="the terminal opening",
+            )
+        except SoakFailure as failure:
+            said = await page.evaluate("document.getElementById('status').textContent")
+            raise SoakFailure(f"{failure}; the page says {said!r}") from None
         phase("open")
         token = f"t{result.index}{result.scenario}{secrets.token_hex(6)}"
         await _type(page, f"cd /tmp && export K38={token} && echo ready=$$=")
@@ -303,8 +307,8 @@ async def _run_try(
 ) -> None:
     async with slots:
         async with pacing:
-            # Pages start at most 5 a second: a burst of new pages is all CPU at once.
-            await asyncio.sleep(0.2)
+            # Pages start at most 2 a second: a burst of new pages is all CPU at once.
+            await asyncio.sleep(0.5)
         started = time.monotonic()
         try:
             async with asyncio.timeout(drop_seconds + 300):
