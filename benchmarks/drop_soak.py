@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import json
 import os
@@ -109,6 +110,10 @@ def main() -> int:
     parser.add_argument("--runtime", default="asyncio,trio")
     parser.add_argument("--scenario", default=",".join(SCENARIOS))
     parser.add_argument("--json", type=Path, default=RESULTS / "drop_soak.json")
+    parser.add_argument("--note", action="append", default=[], help="kept in the results")
+    parser.add_argument(
+        "--work-dir", type=Path, default=None, help="keep the servers' audit logs and recordings"
+    )
     args = parser.parse_args()
     args.scenario = [name for name in args.scenario.split(",") if name]
     unknown = set(args.scenario) - set(SCENARIOS)
@@ -120,11 +125,14 @@ def main() -> int:
     started = datetime.datetime.now(datetime.UTC)
     clock = time.monotonic()
     servers = []
-    with tempfile.TemporaryDirectory(prefix="kuber-drop-soak-") as scratch:
+    with contextlib.ExitStack() as stack:
+        scratch = args.work_dir or stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="kuber-drop-soak-")
+        )
         for runtime in args.runtime.split(","):
             print(f"{runtime}: {args.tries} tries x {args.scenario}, {args.drop_seconds:g} s drops")
             where = Path(scratch) / runtime
-            where.mkdir()
+            where.mkdir(parents=True)
             servers.append(_run_server(runtime, args, where))
     tries = sum(server["tries"] for server in servers)
     passes = sum(server["passes"] for server in servers)
@@ -142,6 +150,7 @@ def main() -> int:
             "scenarios": args.scenario,
             "reattach": "from the network's return to the page's resumed open, polled every 0.1 s",
         },
+        "notes": args.note,
         "tries": tries,
         "passes": passes,
         "servers": {server["runtime"]: server for server in servers},

@@ -53,6 +53,19 @@ _SCREEN_POLL = 0.25
 _HEAD = 64 * 1024
 
 
+_PAGE_STATE = """({
+  state: document.body.dataset.state,
+  status: document.getElementById("status").textContent,
+  received: kuberExec.received,
+  parsed: kuberExec.parsed,
+  reconnects: kuberExec.reconnects,
+  missed: kuberExec.missed,
+  error: kuberExec.error,
+  exitCode: kuberExec.exitCode,
+  sinceHeardMs: Math.round(performance.now() - kuberExec.lastHeard),
+})"""
+
+
 class SoakFailure(Exception):
     """A try's check did not hold (the message says which and what was seen)."""
 
@@ -103,14 +116,16 @@ async def _poll(
 
 async def _screen_has(page: Page, pattern: str, within: float) -> re.Match[str]:
     """Wait for ``pattern`` on the page's screen. Reading the screen (the whole scrollback,
-    translated) costs the renderer: it is read again only once more output has arrived."""
+    translated) costs the renderer: it is read again only once xterm.js has parsed more
+    output (``kuberExec.parsed``; keyed on bytes received instead, the last ones could arrive
+    before they were parsed and never be looked for again)."""
     deadline = time.monotonic() + within
     seen = -1
     screen = ""
     while True:
-        received = await _received(page)
-        if received != seen:
-            seen = received
+        parsed = int(await page.evaluate("kuberExec.parsed"))
+        if parsed != seen:
+            seen = parsed
             screen = str(await page.evaluate("kuberExec.screen()"))
             match = re.search(pattern, screen)
             if match is not None:
@@ -229,7 +244,7 @@ async def _one_try(
                 page,
                 "document.body.dataset.state",
                 lambda state: state == "open",
-                within=60,
+                within=120,
                 what="the terminal opening",
             )
         except SoakFailure as failure:
@@ -289,6 +304,11 @@ async def _one_try(
         await _matches_recording(server.recordings, token, received, crc)
         phase("compared")
         result.ok = True
+    except BaseException:
+        # What the page saw, for the failure's cause: its state, how far it received and parsed.
+        with contextlib.suppress(Exception):
+            result.extra["page"] = await asyncio.wait_for(page.evaluate(_PAGE_STATE), 10)
+        raise
     finally:
         with contextlib.suppress(Exception):
             await context.close()
