@@ -57,6 +57,7 @@ def _run_server(runtime: str, args: argparse.Namespace, where: Path) -> dict[str
         # The app's default (25 s): a page or app silent for three of them is cut.
         "--ping-interval",
         "25",
+        *(("--log-file", str(where / "server.log")) if args.work_dir else ()),
         audit_log=where / "audit.jsonl",
         command=(sys.executable, str(SERVER)),
     )

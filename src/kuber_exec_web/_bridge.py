@@ -164,6 +164,11 @@ class _Channel:
         if message["type"] == "websocket.disconnect":
             self.open = False
             self.closed_by_page = message.get("code") in _CLEAN_CLOSES
+            logger.debug(
+                "terminal: the page's WebSocket closed (%s%s)",
+                message.get("code"),
+                ", on purpose" if self.closed_by_page else "",
+            )
             raise _Disconnected
         self.last_heard = anyio.current_time()
         return message

@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--replica", action="store_true", help="relay to other replicas")
     parser.add_argument("--cluster-slots", default=None, help="ClusterSlots in this namespace")
     parser.add_argument("--lease-duration", type=int, default=15)
+    parser.add_argument("--log-file", default=None, help="the library's debug log, for a soak")
     return parser
 
 
@@ -85,6 +86,14 @@ def _app(
 
 def main() -> int:
     args = _parser().parse_args()
+    if args.log_file is not None:
+        import logging
+
+        handler = logging.FileHandler(args.log_file)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+        for name, level in (("kuber_exec", logging.INFO), ("kuber_exec_web", logging.DEBUG)):
+            logging.getLogger(name).addHandler(handler)
+            logging.getLogger(name).setLevel(level)
     token = args.token or secrets.token_urlsafe(24)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
