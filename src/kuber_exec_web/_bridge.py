@@ -589,7 +589,11 @@ class TerminalEndpoint:
                     )
                     continue
                 if error.code is ExecErrorCode.ABORTED:
-                    return  # The session has ended; its last frame is on its way.
+                    # The session has ended (or this connection was replaced): the frame is
+                    # dropped, but reading goes on, the page's acknowledgements included, until
+                    # the output pump has sent the rest and the last frame and ends the bridge.
+                    # Returning here would cancel it first: the page lost its exit code.
+                    continue
                 await channel.send_json(
                     {"type": "error", "code": error.code.value, "message": error.message}
                 )

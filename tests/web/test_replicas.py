@@ -145,6 +145,8 @@ async def test_a_reconnect_landing_on_another_replica_reaches_the_session(
             refused = await _control(ws)
             assert (refused["type"], refused["code"]) == ("error", "EXEC_FAILED")
             assert "cannot be reached" in refused["message"]
+            # The app's close, not the client's own on leaving the block.
+            await ws.wait_closed()
         assert ws.close_code == 4403
 
 
@@ -157,7 +159,6 @@ async def _one(page: Page, ws: ClientConnection) -> None:
         await ws.send(json.dumps({"type": "ack", "bytes": len(message), "offset": page.received}))
 
 
-NAMESPACE = "platform"  # The replicas' heartbeats and session records (ClusterSlots).
 LEASE_SECONDS = 4
 
 
@@ -170,13 +171,13 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _recorded_sessions(sandbox: Sandbox) -> int:
+def _recorded_sessions(sandbox: Sandbox, namespace: str) -> int:
     """How many sessions the demo workspace's session records list (without a limit its
     sessions are spread over several records, by key)."""
     base = record_name("demo", "demo-uid")
     count = 0
-    for name in sandbox.leases.holders(NAMESPACE):
-        lease = sandbox.leases.lease(NAMESPACE, name)
+    for name in sandbox.leases.holders(namespace):
+        lease = sandbox.leases.lease(namespace, name)
         if name.startswith(base) and lease is not None:
             count += len(SessionRecord.from_lease("demo", "demo-uid", lease).entries)
     return count
@@ -199,6 +200,9 @@ async def test_a_killed_holder_s_shell_is_ended_by_the_survivor(
     surviving replica, once the dead one's heartbeat expired, sweeps the session records and
     ends it (``ClusterSlots``: docs/cleanup.md, a replica that dies)."""
     token, secret = secrets.token_urlsafe(16), secrets.token_hex(32)
+    # The replicas' heartbeats and session records (ClusterSlots): a namespace of this test's
+    # own in the shared sandbox.
+    namespace = f"replicas-{secrets.token_hex(4)}"
     survivor = "trio" if holder == "asyncio" else "asyncio"
     processes: list[DemoProcess] = []
     try:
@@ -207,7 +211,7 @@ async def test_a_killed_holder_s_shell_is_ended_by_the_survivor(
                 DemoProcess(
                     "--runtime", runtime, "--kubeconfig-url", sandbox.url, "--token", token,
                     "--join-secret", secret, "--replica", "--grace", "30",
-                    "--cluster-slots", NAMESPACE, "--lease-duration", str(LEASE_SECONDS),
+                    "--cluster-slots", namespace, "--lease-duration", str(LEASE_SECONDS),
                     audit_log=tmp_path / f"audit-{index}.jsonl",
                     command=(sys.executable, str(SERVER)),
                 )
@@ -225,7 +229,7 @@ async def test_a_killed_holder_s_shell_is_ended_by_the_survivor(
                 ws.transport.abort()
             shell, child = int(found.group(1)), int(found.group(2))
             assert _session_of(shell) == _session_of(child)
-            assert _recorded_sessions(sandbox) == 1
+            assert _recorded_sessions(sandbox, namespace) == 1
             # Back through the proxy: the survivor relays to the holder; then the holder dies.
             async with page.connect(front) as ws:
                 page.opened(await _control(ws))
@@ -245,6 +249,8 @@ async def test_a_killed_holder_s_shell_is_ended_by_the_survivor(
                 refused = await _control(ws)
                 assert (refused["type"], refused["code"]) == ("error", "EXEC_FAILED")
                 assert "cannot be reached" in refused["message"]
+                # The app's close, not the client's own on leaving the block.
+                await ws.wait_closed()
             assert ws.close_code == 4403
             # Within the heartbeat's expiry, one sweep and the cleanup's bound.
             await eventually(
@@ -254,7 +260,8 @@ async def test_a_killed_holder_s_shell_is_ended_by_the_survivor(
             )
             # Its entry in the workspace's session record is removed once its cleanup settled.
             await eventually(
-                lambda: _recorded_sessions(sandbox) == 0, "the dead replica's session unrecorded"
+                lambda: _recorded_sessions(sandbox, namespace) == 0,
+                "the dead replica's session unrecorded",
             )
     finally:
         for replica in processes:
