@@ -8,7 +8,7 @@ WEB := src/kuber_exec_web
 # The docs' diagrams: Graphviz compiled to WebAssembly, from the npm registry (docs/hooks/diagrams.py).
 DIAGRAMS := docs/hooks
 
-.PHONY: test lint typecheck unit docs demo bench bench-compare bench-browser sandbox web test-browser wheel-venv clean
+.PHONY: test lint typecheck unit docs demo bench bench-compare bench-browser drop-soak sandbox web test-browser wheel-venv clean
 
 # The venv with every extra the tests use; from the npm registry, pinned by the lockfiles and never
 # copied into the repository: xterm.js for the browser terminal, and the diagrams' Graphviz (so the
@@ -76,6 +76,13 @@ test-browser: $(STAMP) wheel-venv
 ## benchmarks/results/browser.json. ARGS=--against=/path/to/another/tree measures both.
 bench-browser: $(STAMP)
 	unshare --net sh -c 'ip link set lo up && exec nice $(BIN)/python benchmarks/browser_keystroke.py "$$@"' sh $(ARGS)
+
+## drop-soak: the shared terminal's drop test at the issue's scale (100 tries of seq, top and idle,
+## 30 s drops, 30 pages at a time in one headless Chromium, on the uvicorn and the hypercorn-on-trio
+## server), in a loopback-only network namespace (needs root); writes benchmarks/results/drop_soak.json.
+## ARGS=--tries=5 --drop-seconds=5 for a quick one.
+drop-soak: $(STAMP)
+	unshare --net sh -c 'ip link set lo up && exec $(BIN)/python benchmarks/drop_soak.py "$$@"' sh $(ARGS)
 
 ## wheel-venv: this tree's wheel in a fresh venv (build/wheel-venv), remade only when it changed.
 wheel-venv: $(STAMP)

@@ -164,6 +164,11 @@ class _Channel:
         if message["type"] == "websocket.disconnect":
             self.open = False
             self.closed_by_page = message.get("code") in _CLEAN_CLOSES
+            logger.debug(
+                "terminal: the page's WebSocket closed (%s%s)",
+                message.get("code"),
+                ", on purpose" if self.closed_by_page else "",
+            )
             raise _Disconnected
         self.last_heard = anyio.current_time()
         return message
@@ -584,7 +589,11 @@ class TerminalEndpoint:
                     )
                     continue
                 if error.code is ExecErrorCode.ABORTED:
-                    return  # The session has ended; its last frame is on its way.
+                    # The session has ended (or this connection was replaced): the frame is
+                    # dropped, but reading goes on, the page's acknowledgements included, until
+                    # the output pump has sent the rest and the last frame and ends the bridge.
+                    # Returning here would cancel it first: the page lost its exit code.
+                    continue
                 await channel.send_json(
                     {"type": "error", "code": error.code.value, "message": error.message}
                 )

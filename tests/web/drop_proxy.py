@@ -113,6 +113,9 @@ class DropProxy:
             yield self.address
         finally:
             self._closed = True
+            # Shut down first: a close alone does not wake a thread blocked in accept().
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)
             self._listener.close()
             self._drop_all()
             self._thread.join(timeout=5)

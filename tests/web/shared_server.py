@@ -2,11 +2,16 @@
 
     python tests/web/shared_server.py web --sandbox --audit-log FILE [--runtime asyncio|trio]
         [--record-dir DIR] [--grace S] [--ping-interval S] [--kubeconfig-url URL]
+        [--token T] [--join-secret HEX] [--replica] [--cluster-slots NAMESPACE]
+        [--lease-duration S]
 
 Serves ``create_app`` on 127.0.0.1 (a free port) with uvicorn (asyncio) or hypercorn (trio),
 behind a random token printed once in the same ``Open: URL#token=`` line as ``kuber-exec web``
 (so ``DemoProcess`` drives it). With ``--kubeconfig-url`` it uses that (already running)
-sandbox API server instead of starting its own: replicas share one cluster.
+sandbox API server instead of starting its own: replicas share one cluster. With
+``--cluster-slots`` its backend lists every session in the namespace's session records
+(``ClusterSlots``, heartbeats every ``--lease-duration / 3`` s), so that a surviving replica
+cleans up after a killed one.
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--token", default=None)
     parser.add_argument("--join-secret", default=None)
     parser.add_argument("--replica", action="store_true", help="relay to other replicas")
+    parser.add_argument("--cluster-slots", default=None, help="ClusterSlots in this namespace")
+    parser.add_argument("--lease-duration", type=int, default=15)
+    parser.add_argument("--log-file", default=None, help="the library's debug log, for a soak")
     return parser
 
 
@@ -51,6 +59,14 @@ def _cluster(url: str | None) -> Iterator[str]:
         return
     with run_sandbox_in_thread(demo_cluster()) as sandbox:
         yield sandbox.url
+
+
+def _slots(adapter: Any, args: argparse.Namespace) -> Any:
+    """The replicas' shared session records (``ClusterSlots``), when asked for: a killed
+    replica's sessions are then cleaned up by a survivor."""
+    if args.cluster_slots is None:
+        return None
+    return adapter.ClusterSlots(args.cluster_slots, duration=args.lease_duration)
 
 
 def _app(
@@ -70,6 +86,14 @@ def _app(
 
 def main() -> int:
     args = _parser().parse_args()
+    if args.log_file is not None:
+        import logging
+
+        handler = logging.FileHandler(args.log_file)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+        for name, level in (("kuber_exec", logging.INFO), ("kuber_exec_web", logging.DEBUG)):
+            logging.getLogger(name).addHandler(handler)
+            logging.getLogger(name).setLevel(level)
     token = args.token or secrets.token_urlsafe(24)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -90,7 +114,9 @@ def main() -> int:
 
             async def serve_asyncio() -> None:
                 with adapter.JsonLinesAuditLog(args.audit_log) as audit:
-                    async with adapter.KubernetesBackend(adapter.ClusterConfig(url)) as backend:
+                    async with adapter.KubernetesBackend(
+                        adapter.ClusterConfig(url), cluster_slots=_slots(adapter, args)
+                    ) as backend:
                         app = _app(adapter, backend, audit, args, token, port)
                         config = uvicorn.Config(
                             app, lifespan="off", log_level="warning", timeout_graceful_shutdown=3
@@ -110,7 +136,7 @@ def main() -> int:
         async def serve_trio() -> None:
             with adapter_trio.JsonLinesAuditLog(args.audit_log) as audit:
                 async with adapter_trio.KubernetesBackend(
-                    adapter_trio.ClusterConfig(url)
+                    adapter_trio.ClusterConfig(url), cluster_slots=_slots(adapter_trio, args)
                 ) as backend:
                     app = _app(adapter_trio, backend, audit, args, token, port)
                     config = Config()

@@ -5,14 +5,18 @@ exported variable), and what the page received is, byte for byte, what the sessi
 holds. Then two browsers, owner and observer, through a share link. On the asyncio server
 (uvicorn) and the trio server (hypercorn).
 
-The drop's length and the number of drops per scenario are parameters:
-``KUBER_DROP_SECONDS`` (default 2) and ``KUBER_DROP_TRIES`` (default 2); the issue's full run is
-``KUBER_DROP_SECONDS=30 KUBER_DROP_TRIES=100``. Run by the browser tier
-(tests/run_browser_tier.sh), in a loopback-only network namespace.
+One page drops ``KUBER_DROP_TRIES`` times in a row (default 2), keys typed one by one; then a
+batch of pages at once (``tests/web/drop_soak.py``), each with its own shell and its own
+dropping proxy: ``KUBER_SOAK_TRIES`` tries of each scenario (default 4), ``KUBER_SOAK_PARALLEL``
+pages at a time (default 12). Every drop lasts ``KUBER_DROP_SECONDS`` (default 2). The issue's
+full run (100 tries of each, 30 s drops, both servers) is ``make drop-soak``
+(``benchmarks/drop_soak.py``, results in ``benchmarks/results/drop_soak.json``). Run by the
+browser tier (tests/run_browser_tier.sh), in a loopback-only network namespace.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -38,6 +42,7 @@ from browser_support import (
 
 from .app_server import DemoProcess
 from .drop_proxy import DropProxy
+from .drop_soak import SoakServer, soak, summary
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -47,6 +52,8 @@ pytestmark = pytest.mark.browser
 SERVER = Path(__file__).resolve().parent / "shared_server.py"
 DROP_SECONDS = float(os.environ.get("KUBER_DROP_SECONDS", "2"))
 DROP_TRIES = int(os.environ.get("KUBER_DROP_TRIES", "2"))
+SOAK_TRIES = int(os.environ.get("KUBER_SOAK_TRIES", "4"))
+SOAK_PARALLEL = int(os.environ.get("KUBER_SOAK_PARALLEL", "12"))
 METRICS = ARTIFACTS / "shared-terminal-metrics.json"
 
 
@@ -210,6 +217,32 @@ def test_a_dropped_page_comes_back_to_the_same_shell(server: Server, scenario: s
     assert crc == zlib.crc32(recorded), "a byte was lost or repeated across the drops"
     assert proxy.cuts == DROP_TRIES
     _record(f"reattach_seconds_{server.runtime}_{scenario}_{DROP_SECONDS:g}s", reattach)
+
+
+def test_a_batch_of_dropped_pages_come_back_to_their_shells(server: Server) -> None:
+    """Many pages dropped at once, each during its own seq, top or idle prompt: every one
+    comes back to its own shell, with exactly its recording's bytes."""
+    reason = browser_unavailable_reason()
+    if reason is not None:
+        browser_unavailable(reason)
+    results = asyncio.run(
+        soak(
+            SoakServer(server.address, server.token, server.recordings),
+            tries=SOAK_TRIES,
+            drop_seconds=DROP_SECONDS,
+            parallel=SOAK_PARALLEL,
+            chromium=str(CHROMIUM),
+            chromium_args=CHROMIUM_ARGS,
+        )
+    )
+    found = summary(results)
+    failures = [f"{r.scenario} #{r.index}: {r.error}" for r in results if not r.ok]
+    assert not failures, "\n".join(failures)
+    assert found["passes"] == found["tries"] == 3 * SOAK_TRIES
+    _record(
+        f"batch_reattach_seconds_{server.runtime}_{DROP_SECONDS:g}s",
+        [r.reattach_seconds for r in results if r.reattach_seconds is not None],
+    )
 
 
 def test_an_owner_shares_with_an_observer_in_another_browser(server: Server) -> None:

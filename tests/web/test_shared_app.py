@@ -4,6 +4,7 @@ shell where it was, share links for peers and observers, roles, refusals; uvicor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Callable
@@ -231,3 +232,40 @@ async def test_forged_or_foreign_tokens_and_the_authorizer_keep_joiners_out(
             assert (await _control(owner))["type"] == "exit"
     # The authorizer saw the joiner's session and role (after the token was verified).
     assert (page.session, "peer") in asked
+
+
+async def test_input_after_the_shell_exited_does_not_lose_the_exit(
+    served: Callable[..., Any],
+) -> None:
+    """Keys that reach the app after the shell exited (a key typed as it exits, xterm.js's
+    reply to a query) are refused by the ended session: the page must still get the rest of
+    the output and the exit code, not a bare close (the soak's lost ``exit 7``)."""
+    address, _ = await served()
+    with anyio.fail_after(30):
+        async with _terminal(address) as ws:
+            assert (await _control(ws))["type"] == "open"
+            await ws.send(b"echo bye; exit 7\r")
+            screen = b""
+            # Keep typing while it exits: some of these arrive after the session ended.
+            async with anyio.create_task_group() as tasks:
+
+                async def type_on() -> None:
+                    with contextlib.suppress(ConnectionClosed):
+                        while True:
+                            await ws.send(b"x")
+                            await anyio.sleep(0.001)
+
+                tasks.start_soon(type_on)
+                try:
+                    while True:
+                        message = await ws.recv()
+                        if isinstance(message, bytes):
+                            screen += message
+                            ack = {"type": "ack", "bytes": len(message)}
+                            await ws.send(json.dumps(ack))
+                        elif (value := json.loads(message))["type"] not in ("ping", "viewers"):
+                            break
+                finally:
+                    tasks.cancel_scope.cancel()
+    assert value == {"type": "exit", "code": 7}, value
+    assert b"bye" in screen
