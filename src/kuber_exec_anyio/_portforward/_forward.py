@@ -100,10 +100,12 @@ class _AuditedStream(anyio.abc.ByteStream):
         inner: TunnelStream | LegacyStream,
         record: Callable[[TunnelStream | LegacyStream, ExecError | None], None],
         release: Callable[[], None],
+        failed: Callable[[], None],
     ) -> None:
         self._inner = inner
         self._record = record
         self._release = release
+        self._failed = failed
         self._failure: ExecError | None = None
         self._done = False
 
@@ -121,15 +123,20 @@ class _AuditedStream(anyio.abc.ByteStream):
         try:
             return await self._inner.receive(max_bytes)
         except ExecError as error:
-            self._failure = error
+            self._fail(error)
             raise
 
     async def send(self, item: bytes) -> None:
         try:
             await self._inner.send(item)
         except ExecError as error:
-            self._failure = error
+            self._fail(error)
             raise
+
+    def _fail(self, error: ExecError) -> None:
+        if self._failure is None:
+            self._failure = error
+            self._failed()
 
     async def send_eof(self) -> None:
         await self._inner.send_eof()
@@ -194,6 +201,8 @@ class PortForward:
         self._open = 0
         self._target: ResolvedTarget | None = None
         self._tunnel: TunnelConnection | None = None
+        #: A connection failed: the next one first asks whether the target moved.
+        self._recheck = False
         self._lock = anyio.Lock()
         self._tasks: anyio.abc.TaskGroup | None = None
         self._slot = contextlib.AsyncExitStack()
@@ -299,6 +308,8 @@ class PortForward:
             )
         self._open += 1
         try:
+            if self._recheck:
+                await self._follow_the_target()
             inner: TunnelStream | LegacyStream
             mode = self.transport  # what this connection was asked for, whatever others find
             if mode != "legacy":
@@ -317,10 +328,35 @@ class PortForward:
         except BaseException:
             self._open -= 1
             raise
-        return _AuditedStream(inner, self._record, self._release)
+        return _AuditedStream(inner, self._record, self._release, self._failed)
 
     def _release(self) -> None:
         self._open -= 1
+
+    def _failed(self) -> None:
+        self._recheck = True
+
+    async def _follow_the_target(self) -> bool:
+        """After a connection failed, resolve the target again (one read): when the Deployment
+        ranks another pod first now (the old one is terminating or gone), new connections go
+        there. A kubelet does not end a deleted pod's tunnel or refuse its legacy upgrades
+        while the pod still exists; its new connections would only fail one by one. Returns
+        whether the target moved."""
+        async with self._lock:
+            if not self._recheck:
+                return False  # another connection did it
+            self._recheck = False
+            try:
+                target = await self._resolve(avoid=None)
+            except ExecError:
+                return False  # no other pod to go to: the connection's own attempt says why
+            if self._target is not None and target.pod == self._target.pod:
+                return False
+            self._target = target
+            tunnel, self._tunnel = self._tunnel, None
+            if tunnel is not None:
+                tunnel.retire()  # it ends with its last connection
+            return True
 
     def _record(self, stream: TunnelStream | LegacyStream, failure: ExecError | None) -> None:
         if self._audit is None or self._target is None:
@@ -346,7 +382,12 @@ class PortForward:
             return await tunnel.open(port)
         except ExecError:
             if not tunnel.closed:
-                raise  # this connection failed; the tunnel lives on
+                # Nothing listening, or the pod is going away: in the second case (the
+                # target moved) once more on the new pod's tunnel.
+                self._recheck = True
+                moved = await self._follow_the_target()
+                if not moved and self._tunnel is tunnel:
+                    raise  # this connection failed; the tunnel lives on
         # The tunnel ended while opening (its pod went away): once more, on a new one.
         return await (await self._current_tunnel()).open(port)
 
