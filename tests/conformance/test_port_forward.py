@@ -335,6 +335,46 @@ async def test_the_forward_moves_to_the_next_ready_pod_when_its_pod_goes_away(
                 assert forward.target.pod == "web-b"
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_server_ending_with_its_pod_is_an_error_and_the_next_connection_moves(
+    adapter: ModuleType, doomed: Sandbox, transport: str
+) -> None:
+    # A kubelet keeps a deleted pod's tunnel (and takes its legacy upgrades) while the pod is
+    # terminating; a server in the pod dies with it, and its connections end as cleanly as when
+    # the server closes one. The forward reads the pod at such an end: terminating, so that
+    # end is an error, and the next connection goes to the next ready pod.
+    sandbox = doomed
+    async with pod_listeners(sandbox), backend_for(adapter, sandbox) as backend:
+        service = adapter.ExecService(backend)
+        async with adapter.PortForward(service, WORKSPACE, "web", transport=transport) as forward:
+            with anyio.fail_after(20):
+                async with await forward.connect(9000) as stream:
+                    assert await read_to_end(stream) == b"web-a"  # a running pod: a clean end
+                with sandbox.cluster.changing():
+                    pod = sandbox.cluster.pod("pf", "web-a")
+                    assert pod is not None
+                    pod.deletion_timestamp = "2026-01-01T00:00:00Z"
+                async with await forward.connect(9000) as stream:
+                    assert await stream.receive() == b"web-a"
+                    with pytest.raises(ExecError) as caught:
+                        await stream.receive()
+                assert caught.value.code is ExecErrorCode.FAILED
+                assert caught.value.message == (
+                    "the connection to port 9000 ended: pod web-a is being deleted"
+                )
+                async with await forward.connect(9000) as stream:
+                    assert await read_to_end(stream) == b"web-b"
+                assert forward.target.pod == "web-b"
+
+
+async def read_to_end(stream: anyio.abc.ByteStream) -> bytes:
+    received = bytearray()
+    with contextlib.suppress(anyio.EndOfStream):
+        while True:
+            received += await stream.receive()
+    return bytes(received)
+
+
 async def test_with_the_watch_cache_new_connections_leave_a_terminating_pod(
     adapter: ModuleType, doomed: Sandbox
 ) -> None:

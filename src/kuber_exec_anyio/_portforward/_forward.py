@@ -47,6 +47,7 @@ from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, ResolvedTarge
 from kuber_exec_core.portforward import LEGACY_SUBPROTOCOL, TUNNEL_SUBPROTOCOL, check_port
 
 from .._backend import backend_hooks
+from .._debug._pods import read_pod
 from .._drivers import resolve_target
 from .._limits import WorkspaceSlots
 from .._service import ExecService
@@ -93,20 +94,27 @@ class BoundPort:
 
 
 class _AuditedStream(anyio.abc.ByteStream):
-    """A connection that reports itself to the audit hook once, when closed."""
+    """A connection that reports itself to the audit hook once, when closed.
+
+    The pod's end of the stream is checked against the pod: a server in the pod dies with it,
+    and the kubelet then ends the connection as cleanly as a server that closed it. When the
+    pod is gone or being deleted (one read of the pod, or the watch cache), that end is an
+    ``ExecError`` saying so, not an end of stream. A connection whose end we half-closed first
+    ends as the server says, unchecked.
+    """
 
     def __init__(
         self,
         inner: TunnelStream | LegacyStream,
-        record: Callable[[TunnelStream | LegacyStream, ExecError | None], None],
-        release: Callable[[], None],
-        failed: Callable[[], None],
+        forward: PortForward,
+        target: ResolvedTarget | None,
     ) -> None:
         self._inner = inner
-        self._record = record
-        self._release = release
-        self._failed = failed
+        self._forward = forward
+        self._target = target
         self._failure: ExecError | None = None
+        self._eof_sent = False
+        self._end_checked = False
         self._done = False
 
     @property
@@ -120,11 +128,28 @@ class _AuditedStream(anyio.abc.ByteStream):
         return self._inner.half_close
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
+        if self._failure is not None and self._end_checked:
+            raise self._failure
         try:
             return await self._inner.receive(max_bytes)
         except ExecError as error:
             self._fail(error)
             raise
+        except anyio.EndOfStream:
+            if self._eof_sent or self._end_checked or self._target is None:
+                raise
+            self._end_checked = True
+            going = await self._forward._pod_going_away(self._target)
+            if going is None:
+                raise
+            self._fail(
+                ExecError(
+                    ExecErrorCode.FAILED,
+                    f"the connection to port {self.port} ended: pod {self._target.pod} {going}",
+                )
+            )
+            assert self._failure is not None
+            raise self._failure from None
 
     async def send(self, item: bytes) -> None:
         try:
@@ -136,9 +161,10 @@ class _AuditedStream(anyio.abc.ByteStream):
     def _fail(self, error: ExecError) -> None:
         if self._failure is None:
             self._failure = error
-            self._failed()
+            self._forward._failed()
 
     async def send_eof(self) -> None:
+        self._eof_sent = True
         await self._inner.send_eof()
 
     async def aclose(self) -> None:
@@ -148,8 +174,8 @@ class _AuditedStream(anyio.abc.ByteStream):
         try:
             await self._inner.aclose()
         finally:
-            self._release()
-            self._record(self._inner, self._failure)
+            self._forward._release()
+            self._forward._record(self._inner, self._failure)
 
 
 class PortForward:
@@ -328,13 +354,32 @@ class PortForward:
         except BaseException:
             self._open -= 1
             raise
-        return _AuditedStream(inner, self._record, self._release, self._failed)
+        target = self._target
+        return _AuditedStream(inner, self, target if target and target.pod == inner.pod else None)
 
     def _release(self) -> None:
         self._open -= 1
 
     def _failed(self) -> None:
         self._recheck = True
+
+    async def _pod_going_away(self, target: ResolvedTarget) -> str | None:
+        """Why ``target``'s pod no longer serves (``"is gone"``, ``"is being deleted"``,
+        ``"is not running"``), or ``None`` while it does (or when it cannot be read: the
+        connection's own end then stands). The watch cache answers in memory when it still
+        ranks that pod first; otherwise one read of the pod."""
+        cached = self._cached_target()
+        if cached is not None and cached.pod == target.pod:
+            return None
+        try:
+            pod = await read_pod(self.service.backend, target)
+        except ExecError as error:
+            return "is gone" if error.code is ExecErrorCode.TARGET_NOT_FOUND else None
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return "is being deleted"
+        if (pod.get("status") or {}).get("phase") != "Running":
+            return "is not running"
+        return None
 
     async def _follow_the_target(self) -> bool:
         """After a connection failed, resolve the target again (one read): when the Deployment
