@@ -24,6 +24,8 @@ from kuber_exec_core import ExecError, ExecErrorCode, Workspace
 from kuber_exec_sandbox import Cluster, PodSpec, Sandbox, run_sandbox_in_thread
 from support import backend_for
 
+from .proxy import FreezingProxy
+
 pytestmark = pytest.mark.anyio
 
 WORKSPACE = Workspace(project="pf", uid="pf-uid")
@@ -575,3 +577,42 @@ async def test_concurrent_first_connections_all_fall_back(
                     for i in range(50):
                         tasks.start_soon(one, i)
     assert sorted(answers) == sorted(b"C%d" % i for i in range(50))
+
+
+async def test_legacy_connections_are_pinged_and_live_on_while_pongs_come(
+    adapter: ModuleType, service: Any, pods: None
+) -> None:
+    # Pings every 20 ms, each to be answered within 200 ms: an idle legacy connection sees
+    # many over half a second (every one answered, or it would be dropped) and still echoes.
+    async with adapter.PortForward(
+        service, WORKSPACE, "web", transport="legacy", ping_interval=0.02, pong_timeout=0.2
+    ) as forward:
+        with anyio.fail_after(10):
+            async with await forward.connect(8080) as stream:
+                with anyio.move_on_after(0.5):
+                    await stream.receive()  # nothing comes: the reader waits, pinged
+                assert await exchange(stream, b"alive", half_close=False) == b"ALIVE"
+
+
+async def test_a_legacy_connection_whose_pongs_stop_fails_saying_so(
+    adapter: ModuleType, with_tunnel: Sandbox, pods: None
+) -> None:
+    proxy = FreezingProxy(with_tunnel.url)
+    async with (
+        proxy.running(),
+        adapter.KubernetesBackend(adapter.ClusterConfig(proxy.url)) as backend,
+    ):
+        service = adapter.ExecService(backend)
+        async with adapter.PortForward(
+            service, WORKSPACE, "web", transport="legacy", ping_interval=0.05, pong_timeout=0.3
+        ) as forward:
+            with anyio.fail_after(10):
+                async with await forward.connect(8080) as stream:
+                    assert await exchange(stream, b"x", half_close=False) == b"X"
+                    proxy.freeze()
+                    with pytest.raises(ExecError) as caught:
+                        await stream.receive()
+    assert caught.value.code is ExecErrorCode.FAILED
+    assert caught.value.message == (
+        "the connection to port 8080 broke: no pong from the server within 0.3 s"
+    )

@@ -19,6 +19,13 @@ With the backend's watch cache (``KubernetesBackend.watch``), each new connectio
 in memory, that its tunnel's pod is still the one the cache ranks first: a pod that is
 terminating (still serving its open connections) gets no new ones.
 A legacy connection refused with 404 (the pod is gone) is retried once the same way.
+A real kubelet does not end a deleted pod's tunnel (nor refuse its legacy upgrades while it is
+terminating), and a server dying with its pod ends its connections cleanly: so a connection's
+end from the pod's side is checked against the pod (:class:`_AuditedStream`), and after any
+failed connection the next one first resolves the target again (``_follow_the_target``).
+
+Keepalive (``ping_interval``, ``pong_timeout``): a SPDY PING per tunnel; on the legacy channels
+a WebSocket ping per connection, all sent by one task of the forward (``SharedKeepalive``).
 
 Limits: the forward holds one of its workspace's session slots while open (the service's
 ``SessionLimits.max_sessions_per_workspace``, as Leases with ``ClusterSlots``: a full workspace
@@ -47,6 +54,7 @@ from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, ResolvedTarge
 from kuber_exec_core.portforward import LEGACY_SUBPROTOCOL, TUNNEL_SUBPROTOCOL, check_port
 
 from .._backend import backend_hooks
+from .._connection._keepalive import SharedKeepalive
 from .._debug._pods import read_pod
 from .._drivers import resolve_target
 from .._limits import WorkspaceSlots
@@ -232,6 +240,7 @@ class PortForward:
         self._lock = anyio.Lock()
         self._tasks: anyio.abc.TaskGroup | None = None
         self._slot = contextlib.AsyncExitStack()
+        self._keepalive: SharedKeepalive | None = None
 
     @property
     def transport_in_use(self) -> Literal["tunnel", "legacy"] | None:
@@ -261,6 +270,10 @@ class PortForward:
             await self._slot.aclose()
             raise
         self._tasks = tasks
+        if self._ping_interval is not None:
+            # One task pings every legacy connection (the tunnel pings in SPDY, per tunnel).
+            self._keepalive = SharedKeepalive(self._ping_interval, self._pong_timeout)
+            tasks.start_soon(self._keepalive.run)
         return self
 
     async def _take_slot(self, stack: contextlib.AsyncExitStack) -> None:
@@ -490,7 +503,7 @@ class PortForward:
                     raise
                 self._target = await self._resolve(avoid=target.pod)
                 continue
-            return LegacyStream(transport, stack, port, pod=target.pod)
+            return LegacyStream(transport, stack, port, pod=target.pod, keepalive=self._keepalive)
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- local listeners -----------------------------------------------------------------------
