@@ -177,10 +177,11 @@ async def _kubernetes_asyncio_client(remote: int, kubeconfig: str, namespace: st
 
     async def bridge(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            ws = await api.connect_get_namespaced_pod_portforward(
+            # Without preloading, the call gives aiohttp's ws_connect context manager.
+            connecting = await api.connect_get_namespaced_pod_portforward(
                 pod, namespace, ports=str(remote), _preload_content=False
             )
-            async with ws:
+            async with connecting as ws:
                 seen = {0: False, 1: False}
 
                 async def up() -> None:

@@ -369,6 +369,42 @@ async def test_a_server_ending_with_its_pod_is_an_error_and_the_next_connection_
                 assert forward.target.pod == "web-b"
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_new_connections_leave_a_terminating_pod_within_about_a_second(
+    adapter: ModuleType, doomed: Sandbox, transport: str
+) -> None:
+    # The pod's connections still open (a real kubelet serves a deleted pod's tunnel for up to
+    # a minute; here its server ends them, which reads as a failure), and there is no watch
+    # cache: new connections have the target resolved again in the background at most once a
+    # second, and so leave the pod soon after it starts terminating.
+    sandbox = doomed
+    async with pod_listeners(sandbox), backend_for(adapter, sandbox) as backend:
+        service = adapter.ExecService(backend)
+        async with adapter.PortForward(service, WORKSPACE, "web", transport=transport) as forward:
+            with anyio.fail_after(20):
+                async with await forward.connect(9000) as stream:
+                    assert await read_to_end(stream) == b"web-a"
+                with sandbox.cluster.changing():
+                    pod = sandbox.cluster.pod("pf", "web-a")
+                    assert pod is not None
+                    pod.deletion_timestamp = "2026-01-01T00:00:00Z"
+                answers = []
+                started = anyio.current_time()
+                while not answers or answers[-1] != b"web-b":
+                    async with await forward.connect(9000) as stream:
+                        try:
+                            answers.append(await read_to_end(stream))
+                        except ExecError as error:
+                            # Still on web-a: its end reads as the pod's (see above).
+                            answers.append(error.message.encode())
+                    await anyio.sleep(0.05)  # pace the attempts
+                took = anyio.current_time() - started
+    failed = b"the connection to port 9000 ended: pod web-a is being deleted"
+    assert set(answers) <= {failed, b"web-b"}
+    assert took < 5, took
+    assert forward.target.pod == "web-b"
+
+
 async def read_to_end(stream: anyio.abc.ByteStream) -> bytes:
     received = bytearray()
     with contextlib.suppress(anyio.EndOfStream):

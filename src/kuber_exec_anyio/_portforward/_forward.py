@@ -67,6 +67,8 @@ __all__ = ["BoundPort", "PortForward", "PortForwardRecord", "PortForwardTranspor
 _log = logging.getLogger("kuber_exec")
 
 PortForwardTransport = Literal["auto", "tunnel", "legacy"]
+#: How often new connections have the target resolved again in the background, in seconds.
+_REVALIDATE_INTERVAL = 1.0
 #: What resolves the target (the resolution validates an exec request; nothing runs).
 _RESOLVE_COMMAND = ("port-forward",)
 
@@ -237,6 +239,8 @@ class PortForward:
         self._tunnel: TunnelConnection | None = None
         #: A connection failed: the next one first asks whether the target moved.
         self._recheck = False
+        self._revalidating = False
+        self._revalidated_at = -_REVALIDATE_INTERVAL
         self._lock = anyio.Lock()
         self._tasks: anyio.abc.TaskGroup | None = None
         self._slot = contextlib.AsyncExitStack()
@@ -349,6 +353,8 @@ class PortForward:
         try:
             if self._recheck:
                 await self._follow_the_target()
+            else:
+                self._revalidate_soon()
             inner: TunnelStream | LegacyStream
             mode = self.transport  # what this connection was asked for, whatever others find
             if mode != "legacy":
@@ -376,6 +382,28 @@ class PortForward:
     def _failed(self) -> None:
         self._recheck = True
 
+    def _revalidate_soon(self) -> None:
+        """At most once every ``_REVALIDATE_INTERVAL`` seconds, a new connection has the target
+        resolved again in the background (it does not wait for it): a deleted pod's tunnel
+        (and a terminating pod's legacy upgrades) go on working for up to a minute on a real
+        kubelet while nothing fails, and new connections should leave that pod within about
+        a second. With a synced watch cache the resolution is in memory."""
+        now = anyio.current_time()
+        if self._revalidating or now - self._revalidated_at < _REVALIDATE_INTERVAL:
+            return
+        if self._tasks is None:
+            return
+        self._revalidating = True
+        self._revalidated_at = now
+        self._tasks.start_soon(self._revalidate)
+
+    async def _revalidate(self) -> None:
+        try:
+            self._recheck = True
+            await self._follow_the_target()
+        finally:
+            self._revalidating = False
+
     async def _pod_going_away(self, target: ResolvedTarget) -> str | None:
         """Why ``target``'s pod no longer serves (``"is gone"``, ``"is being deleted"``,
         ``"is not running"``), or ``None`` while it does (or when it cannot be read: the
@@ -400,14 +428,15 @@ class PortForward:
         there. A kubelet does not end a deleted pod's tunnel or refuse its legacy upgrades
         while the pod still exists; its new connections would only fail one by one. Returns
         whether the target moved."""
+        if not self._recheck:
+            return False  # another connection did it
+        self._recheck = False
+        try:
+            # Outside the lock: new connections on the current tunnel do not wait for it.
+            target = await self._resolve(avoid=None)
+        except ExecError:
+            return False  # no other pod to go to: the connection's own attempt says why
         async with self._lock:
-            if not self._recheck:
-                return False  # another connection did it
-            self._recheck = False
-            try:
-                target = await self._resolve(avoid=None)
-            except ExecError:
-                return False  # no other pod to go to: the connection's own attempt says why
             if self._target is not None and target.pod == self._target.pod:
                 return False
             self._target = target
@@ -499,9 +528,15 @@ class PortForward:
                 )
             except ExecError as error:
                 await stack.aclose()
-                if attempt or error.http_status != 404:
+                if attempt or error.http_status in (400, 401, 403):
+                    raise  # no tunnel here, or refused: another pod would say the same
+                if error.http_status == 404:  # the pod is gone
+                    self._target = await self._resolve(avoid=target.pod)
+                    continue
+                # A terminating pod's kubelet answers 500: once more if the target moved.
+                self._recheck = True
+                if not await self._follow_the_target():
                     raise
-                self._target = await self._resolve(avoid=target.pod)
                 continue
             return LegacyStream(transport, stack, port, pod=target.pod, keepalive=self._keepalive)
         raise AssertionError("unreachable")  # pragma: no cover
