@@ -388,7 +388,7 @@ async def test_new_connections_leave_a_terminating_pod_within_about_a_second(
                     pod = sandbox.cluster.pod("pf", "web-a")
                     assert pod is not None
                     pod.deletion_timestamp = "2026-01-01T00:00:00Z"
-                answers = []
+                answers: list[bytes] = []
                 started = anyio.current_time()
                 while not answers or answers[-1] != b"web-b":
                     async with await forward.connect(9000) as stream:
