@@ -73,6 +73,8 @@ def table(result: dict[str, Any]) -> str:
             f"| {_number(row.get('rss_per_connection_kib'), 1)} "
             f"| {_failover(row.get('failover', {}))} |"
         )
+        if row.get("error"):  # a later measurement of the row failed: say which, and how
+            lines[-1] = lines[-1][: -len(" |")] + f" (then: {row['error'][:80]}) |"
     return "\n".join(lines)
 
 
