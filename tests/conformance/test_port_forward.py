@@ -381,7 +381,7 @@ async def test_new_connections_leave_a_terminating_pod_within_about_a_second(
     async with pod_listeners(sandbox), backend_for(adapter, sandbox) as backend:
         service = adapter.ExecService(backend)
         async with adapter.PortForward(service, WORKSPACE, "web", transport=transport) as forward:
-            with anyio.fail_after(20):
+            with anyio.fail_after(40):
                 async with await forward.connect(9000) as stream:
                     assert await read_to_end(stream) == b"web-a"
                 with sandbox.cluster.changing():
@@ -401,7 +401,7 @@ async def test_new_connections_leave_a_terminating_pod_within_about_a_second(
                 took = anyio.current_time() - started
     failed = b"the connection to port 9000 ended: pod web-a is being deleted"
     assert set(answers) <= {failed, b"web-b"}
-    assert took < 5, took
+    assert took < 10, took  # about a second, with room for a loaded machine
     assert forward.target.pod == "web-b"
 
 
