@@ -24,6 +24,8 @@ from kuber_exec_core import ExecError, ExecErrorCode, Workspace
 from kuber_exec_sandbox import Cluster, PodSpec, Sandbox, run_sandbox_in_thread
 from support import backend_for
 
+from .proxy import FreezingProxy
+
 pytestmark = pytest.mark.anyio
 
 WORKSPACE = Workspace(project="pf", uid="pf-uid")
@@ -335,6 +337,82 @@ async def test_the_forward_moves_to_the_next_ready_pod_when_its_pod_goes_away(
                 assert forward.target.pod == "web-b"
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_server_ending_with_its_pod_is_an_error_and_the_next_connection_moves(
+    adapter: ModuleType, doomed: Sandbox, transport: str
+) -> None:
+    # A kubelet keeps a deleted pod's tunnel (and takes its legacy upgrades) while the pod is
+    # terminating; a server in the pod dies with it, and its connections end as cleanly as when
+    # the server closes one. The forward reads the pod at such an end: terminating, so that
+    # end is an error, and the next connection goes to the next ready pod.
+    sandbox = doomed
+    async with pod_listeners(sandbox), backend_for(adapter, sandbox) as backend:
+        service = adapter.ExecService(backend)
+        async with adapter.PortForward(service, WORKSPACE, "web", transport=transport) as forward:
+            with anyio.fail_after(20):
+                async with await forward.connect(9000) as stream:
+                    assert await read_to_end(stream) == b"web-a"  # a running pod: a clean end
+                with sandbox.cluster.changing():
+                    pod = sandbox.cluster.pod("pf", "web-a")
+                    assert pod is not None
+                    pod.deletion_timestamp = "2026-01-01T00:00:00Z"
+                async with await forward.connect(9000) as stream:
+                    assert await stream.receive() == b"web-a"
+                    with pytest.raises(ExecError) as caught:
+                        await stream.receive()
+                assert caught.value.code is ExecErrorCode.FAILED
+                assert caught.value.message == (
+                    "the connection to port 9000 ended: pod web-a is being deleted"
+                )
+                async with await forward.connect(9000) as stream:
+                    assert await read_to_end(stream) == b"web-b"
+                assert forward.target.pod == "web-b"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_new_connections_leave_a_terminating_pod_within_about_a_second(
+    adapter: ModuleType, doomed: Sandbox, transport: str
+) -> None:
+    # The pod's connections still open (a real kubelet serves a deleted pod's tunnel for up to
+    # a minute; here its server ends them, which reads as a failure), and there is no watch
+    # cache: new connections have the target resolved again in the background at most once a
+    # second, and so leave the pod soon after it starts terminating.
+    sandbox = doomed
+    async with pod_listeners(sandbox), backend_for(adapter, sandbox) as backend:
+        service = adapter.ExecService(backend)
+        async with adapter.PortForward(service, WORKSPACE, "web", transport=transport) as forward:
+            with anyio.fail_after(40):
+                async with await forward.connect(9000) as stream:
+                    assert await read_to_end(stream) == b"web-a"
+                with sandbox.cluster.changing():
+                    pod = sandbox.cluster.pod("pf", "web-a")
+                    assert pod is not None
+                    pod.deletion_timestamp = "2026-01-01T00:00:00Z"
+                answers: list[bytes] = []
+                started = anyio.current_time()
+                while not answers or answers[-1] != b"web-b":
+                    async with await forward.connect(9000) as stream:
+                        try:
+                            answers.append(await read_to_end(stream))
+                        except ExecError as error:
+                            # Still on web-a: its end reads as the pod's (see above).
+                            answers.append(error.message.encode())
+                    await anyio.sleep(0.05)  # pace the attempts
+                took = anyio.current_time() - started
+    failed = b"the connection to port 9000 ended: pod web-a is being deleted"
+    assert set(answers) <= {failed, b"web-b"}
+    assert took < 10, took  # about a second, with room for a loaded machine
+    assert forward.target.pod == "web-b"
+
+
+async def read_to_end(stream: anyio.abc.ByteStream) -> bytes:
+    received = bytearray()
+    with contextlib.suppress(anyio.EndOfStream):
+        while True:
+            received += await stream.receive()
+    return bytes(received)
+
+
 async def test_with_the_watch_cache_new_connections_leave_a_terminating_pod(
     adapter: ModuleType, doomed: Sandbox
 ) -> None:
@@ -535,3 +613,42 @@ async def test_concurrent_first_connections_all_fall_back(
                     for i in range(50):
                         tasks.start_soon(one, i)
     assert sorted(answers) == sorted(b"C%d" % i for i in range(50))
+
+
+async def test_legacy_connections_are_pinged_and_live_on_while_pongs_come(
+    adapter: ModuleType, service: Any, pods: None
+) -> None:
+    # Pings every 20 ms, each to be answered within 200 ms: an idle legacy connection sees
+    # many over half a second (every one answered, or it would be dropped) and still echoes.
+    async with adapter.PortForward(
+        service, WORKSPACE, "web", transport="legacy", ping_interval=0.02, pong_timeout=0.2
+    ) as forward:
+        with anyio.fail_after(10):
+            async with await forward.connect(8080) as stream:
+                with anyio.move_on_after(0.5):
+                    await stream.receive()  # nothing comes: the reader waits, pinged
+                assert await exchange(stream, b"alive", half_close=False) == b"ALIVE"
+
+
+async def test_a_legacy_connection_whose_pongs_stop_fails_saying_so(
+    adapter: ModuleType, with_tunnel: Sandbox, pods: None
+) -> None:
+    proxy = FreezingProxy(with_tunnel.url)
+    async with (
+        proxy.running(),
+        adapter.KubernetesBackend(adapter.ClusterConfig(proxy.url)) as backend,
+    ):
+        service = adapter.ExecService(backend)
+        async with adapter.PortForward(
+            service, WORKSPACE, "web", transport="legacy", ping_interval=0.05, pong_timeout=0.3
+        ) as forward:
+            with anyio.fail_after(10):
+                async with await forward.connect(8080) as stream:
+                    assert await exchange(stream, b"x", half_close=False) == b"X"
+                    proxy.freeze()
+                    with pytest.raises(ExecError) as caught:
+                        await stream.receive()
+    assert caught.value.code is ExecErrorCode.FAILED
+    assert caught.value.message == (
+        "the connection to port 8080 broke: no pong from the server within 0.3 s"
+    )

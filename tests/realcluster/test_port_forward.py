@@ -10,6 +10,8 @@ server is busybox's ``httpd`` started in the pod by an exec.
 from __future__ import annotations
 
 import hashlib
+import json
+import resource
 import uuid
 from collections.abc import AsyncIterator
 from types import ModuleType
@@ -19,7 +21,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from .kube import WS_MAIN
+from .kube import WS_MAIN, Cluster, deployment, kubectl
 
 pytestmark = pytest.mark.anyio
 
@@ -94,13 +96,17 @@ async def test_forcing_the_tunnel_on_an_old_server_is_its_400(
     assert caught.value.http_status == 400
 
 
-async def test_a_large_transfer_keeps_every_byte(
+async def test_a_gibibyte_through_one_connection_keeps_every_byte_in_flat_memory(
     adapter: ModuleType, workloads: Any, admin_service: Any, echo_port: int
 ) -> None:
-    size = 64 * 1024 * 1024
-    block = bytes(range(256)) * 256
+    # 1024 MiB out and the same back through one connection, each side hashed as it streams;
+    # the process's peak RSS grows by far less than what went through (backpressure: nothing
+    # piles up anywhere).
+    size = 1024 * 1024 * 1024
+    block = bytes(range(256)) * 1024
+    peak_before = _peak_rss()
     async with adapter.PortForward(admin_service, workspace(adapter), "shell") as forward:
-        with anyio.fail_after(240):
+        with anyio.fail_after(900):
             async with await forward.connect(echo_port) as stream:
                 sent = hashlib.sha256()
                 received = hashlib.sha256()
@@ -119,6 +125,12 @@ async def test_a_large_transfer_keeps_every_byte(
                         count += len(data)
     assert count == size
     assert received.hexdigest() == sent.hexdigest()
+    assert _peak_rss() - peak_before < 128 * 1024 * 1024
+
+
+def _peak_rss() -> int:
+    """This process's peak resident set, in bytes (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 async def test_two_hundred_concurrent_connections(
@@ -202,3 +214,79 @@ async def test_an_http_server_in_the_pod_answers_through_a_local_listener(
                 ],
             )
         )
+
+
+async def test_a_deleted_pod_fails_its_connections_and_new_ones_reach_the_next_pod(
+    anyio_backend: str,
+    adapter: ModuleType,
+    cluster: Cluster,
+    workloads: Any,
+    admin_service: Any,
+    echo_port: int,
+) -> None:
+    # A Deployment of its own with two replicas: the forward's pod runs an echo server of its
+    # own (busybox nc, killed with the pod), and the other replica is ready to take over. The
+    # pod is deleted while a connection to its server is busy: that connection fails with an
+    # ExecError; the next connection goes to the other pod with nothing done by the caller.
+    name = f"pf-move-{anyio_backend}"
+    ns = cluster.main_ns
+    manifest = deployment(name, namespace=ns, image=cluster.image, workspace=WS_MAIN, replicas=2)
+    kubectl(cluster, "apply", "-f", "-", input=json.dumps(manifest).encode())
+    try:
+        kubectl(cluster, "rollout", "status", f"deployment/{name}", "-n", ns,
+                "--timeout=120s", timeout=130)  # fmt: skip
+        # hostNetwork: the pod's port is this namespace's, so a port of this run's own.
+        pod_port = 19_000 + uuid.uuid4().int % 1000
+        async with adapter.PortForward(admin_service, workspace(adapter), name) as forward:
+            with anyio.fail_after(120):
+                async with await forward.connect(echo_port) as stream:
+                    await stream.send(b"before")
+                    assert await _read_exactly(stream, 6) == b"before"
+                doomed = forward.target.pod
+                kubectl(cluster, "exec", "-n", ns, doomed, "--", "sh", "-c",
+                        f"nc -ll -p {pod_port} -e cat </dev/null >/dev/null 2>&1 &")  # fmt: skip
+                await _wait_listening(pod_port)
+                held = await forward.connect(pod_port)
+                await held.send(b"held")
+                assert await _read_exactly(held, 4) == b"held"
+                kubectl(cluster, "delete", "pod", doomed, "-n", ns, "--wait=false")
+                with pytest.raises(adapter.ExecError) as caught:
+                    await _echo_until_it_ends(held)
+                await held.aclose()
+                # Ours (the pod read at the clean end: "is being deleted", "is gone"), or the
+                # kubelet's when the dying server reset the connection.
+                assert caught.value.code is adapter.ExecErrorCode.FAILED
+                message = caught.value.message
+                assert f"pod {doomed} is" in message or "connection reset by peer" in message
+                async with await forward.connect(echo_port) as stream:
+                    await stream.send(b"after")
+                    assert await _read_exactly(stream, 5) == b"after"
+                assert forward.target.pod != doomed
+    finally:
+        kubectl(cluster, "delete", "deployment", name, "-n", ns, "--wait=false")
+
+
+async def _echo_until_it_ends(stream: anyio.abc.ByteStream) -> None:
+    """Keep a round trip going until the stream ends (what ended it propagates)."""
+    while True:
+        await stream.send(b"x" * 1024)
+        await stream.receive()
+
+
+async def _read_exactly(stream: anyio.abc.ByteStream, size: int) -> bytes:
+    got = b""
+    while len(got) < size:
+        got += await stream.receive()
+    return got
+
+
+async def _wait_listening(port: int) -> None:
+    """Until something accepts on ``127.0.0.1:port`` (the pod's server, on the node's network)."""
+    while True:
+        try:
+            client = await anyio.connect_tcp("127.0.0.1", port)
+        except OSError:
+            await anyio.sleep(0.1)
+            continue
+        await client.aclose()
+        return

@@ -19,6 +19,13 @@ With the backend's watch cache (``KubernetesBackend.watch``), each new connectio
 in memory, that its tunnel's pod is still the one the cache ranks first: a pod that is
 terminating (still serving its open connections) gets no new ones.
 A legacy connection refused with 404 (the pod is gone) is retried once the same way.
+A real kubelet does not end a deleted pod's tunnel (nor refuse its legacy upgrades while it is
+terminating), and a server dying with its pod ends its connections cleanly: so a connection's
+end from the pod's side is checked against the pod (:class:`_AuditedStream`), and after any
+failed connection the next one first resolves the target again (``_follow_the_target``).
+
+Keepalive (``ping_interval``, ``pong_timeout``): a SPDY PING per tunnel; on the legacy channels
+a WebSocket ping per connection, all sent by one task of the forward (``SharedKeepalive``).
 
 Limits: the forward holds one of its workspace's session slots while open (the service's
 ``SessionLimits.max_sessions_per_workspace``, as Leases with ``ClusterSlots``: a full workspace
@@ -47,6 +54,8 @@ from kuber_exec_core import ExecError, ExecErrorCode, ExecRequest, ResolvedTarge
 from kuber_exec_core.portforward import LEGACY_SUBPROTOCOL, TUNNEL_SUBPROTOCOL, check_port
 
 from .._backend import backend_hooks
+from .._connection._keepalive import SharedKeepalive
+from .._debug._pods import read_pod
 from .._drivers import resolve_target
 from .._limits import WorkspaceSlots
 from .._service import ExecService
@@ -58,6 +67,8 @@ __all__ = ["BoundPort", "PortForward", "PortForwardRecord", "PortForwardTranspor
 _log = logging.getLogger("kuber_exec")
 
 PortForwardTransport = Literal["auto", "tunnel", "legacy"]
+#: How often new connections have the target resolved again in the background, in seconds.
+_REVALIDATE_INTERVAL = 1.0
 #: What resolves the target (the resolution validates an exec request; nothing runs).
 _RESOLVE_COMMAND = ("port-forward",)
 
@@ -93,18 +104,27 @@ class BoundPort:
 
 
 class _AuditedStream(anyio.abc.ByteStream):
-    """A connection that reports itself to the audit hook once, when closed."""
+    """A connection that reports itself to the audit hook once, when closed.
+
+    The pod's end of the stream is checked against the pod: a server in the pod dies with it,
+    and the kubelet then ends the connection as cleanly as a server that closed it. When the
+    pod is gone or being deleted (one read of the pod, or the watch cache), that end is an
+    ``ExecError`` saying so, not an end of stream. A connection whose end we half-closed first
+    ends as the server says, unchecked.
+    """
 
     def __init__(
         self,
         inner: TunnelStream | LegacyStream,
-        record: Callable[[TunnelStream | LegacyStream, ExecError | None], None],
-        release: Callable[[], None],
+        forward: PortForward,
+        target: ResolvedTarget | None,
     ) -> None:
         self._inner = inner
-        self._record = record
-        self._release = release
+        self._forward = forward
+        self._target = target
         self._failure: ExecError | None = None
+        self._eof_sent = False
+        self._end_checked = False
         self._done = False
 
     @property
@@ -118,20 +138,43 @@ class _AuditedStream(anyio.abc.ByteStream):
         return self._inner.half_close
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
+        if self._failure is not None and self._end_checked:
+            raise self._failure
         try:
             return await self._inner.receive(max_bytes)
         except ExecError as error:
-            self._failure = error
+            self._fail(error)
             raise
+        except anyio.EndOfStream:
+            if self._eof_sent or self._end_checked or self._target is None:
+                raise
+            self._end_checked = True
+            going = await self._forward._pod_going_away(self._target)
+            if going is None:
+                raise
+            self._fail(
+                ExecError(
+                    ExecErrorCode.FAILED,
+                    f"the connection to port {self.port} ended: pod {self._target.pod} {going}",
+                )
+            )
+            assert self._failure is not None
+            raise self._failure from None
 
     async def send(self, item: bytes) -> None:
         try:
             await self._inner.send(item)
         except ExecError as error:
-            self._failure = error
+            self._fail(error)
             raise
 
+    def _fail(self, error: ExecError) -> None:
+        if self._failure is None:
+            self._failure = error
+            self._forward._failed()
+
     async def send_eof(self) -> None:
+        self._eof_sent = True
         await self._inner.send_eof()
 
     async def aclose(self) -> None:
@@ -141,8 +184,8 @@ class _AuditedStream(anyio.abc.ByteStream):
         try:
             await self._inner.aclose()
         finally:
-            self._release()
-            self._record(self._inner, self._failure)
+            self._forward._release()
+            self._forward._record(self._inner, self._failure)
 
 
 class PortForward:
@@ -194,9 +237,14 @@ class PortForward:
         self._open = 0
         self._target: ResolvedTarget | None = None
         self._tunnel: TunnelConnection | None = None
+        #: A connection failed: the next one first asks whether the target moved.
+        self._recheck = False
+        self._revalidating = False
+        self._revalidated_at = -_REVALIDATE_INTERVAL
         self._lock = anyio.Lock()
         self._tasks: anyio.abc.TaskGroup | None = None
         self._slot = contextlib.AsyncExitStack()
+        self._keepalive: SharedKeepalive | None = None
 
     @property
     def transport_in_use(self) -> Literal["tunnel", "legacy"] | None:
@@ -226,6 +274,10 @@ class PortForward:
             await self._slot.aclose()
             raise
         self._tasks = tasks
+        if self._ping_interval is not None:
+            # One task pings every legacy connection (the tunnel pings in SPDY, per tunnel).
+            self._keepalive = SharedKeepalive(self._ping_interval, self._pong_timeout)
+            tasks.start_soon(self._keepalive.run)
         return self
 
     async def _take_slot(self, stack: contextlib.AsyncExitStack) -> None:
@@ -299,6 +351,10 @@ class PortForward:
             )
         self._open += 1
         try:
+            if self._recheck:
+                await self._follow_the_target()
+            else:
+                self._revalidate_soon()
             inner: TunnelStream | LegacyStream
             mode = self.transport  # what this connection was asked for, whatever others find
             if mode != "legacy":
@@ -317,10 +373,77 @@ class PortForward:
         except BaseException:
             self._open -= 1
             raise
-        return _AuditedStream(inner, self._record, self._release)
+        target = self._target
+        return _AuditedStream(inner, self, target if target and target.pod == inner.pod else None)
 
     def _release(self) -> None:
         self._open -= 1
+
+    def _failed(self) -> None:
+        self._recheck = True
+
+    def _revalidate_soon(self) -> None:
+        """At most once every ``_REVALIDATE_INTERVAL`` seconds, a new connection has the target
+        resolved again in the background (it does not wait for it): a deleted pod's tunnel
+        (and a terminating pod's legacy upgrades) go on working for up to a minute on a real
+        kubelet while nothing fails, and new connections should leave that pod within about
+        a second. With a synced watch cache the resolution is in memory."""
+        now = anyio.current_time()
+        if self._revalidating or now - self._revalidated_at < _REVALIDATE_INTERVAL:
+            return
+        if self._tasks is None:
+            return
+        self._revalidating = True
+        self._revalidated_at = now
+        self._tasks.start_soon(self._revalidate)
+
+    async def _revalidate(self) -> None:
+        try:
+            self._recheck = True
+            await self._follow_the_target()
+        finally:
+            self._revalidating = False
+
+    async def _pod_going_away(self, target: ResolvedTarget) -> str | None:
+        """Why ``target``'s pod no longer serves (``"is gone"``, ``"is being deleted"``,
+        ``"is not running"``), or ``None`` while it does (or when it cannot be read: the
+        connection's own end then stands). The watch cache answers in memory when it still
+        ranks that pod first; otherwise one read of the pod."""
+        cached = self._cached_target()
+        if cached is not None and cached.pod == target.pod:
+            return None
+        try:
+            pod = await read_pod(self.service.backend, target)
+        except ExecError as error:
+            return "is gone" if error.code is ExecErrorCode.TARGET_NOT_FOUND else None
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return "is being deleted"
+        if (pod.get("status") or {}).get("phase") != "Running":
+            return "is not running"
+        return None
+
+    async def _follow_the_target(self) -> bool:
+        """After a connection failed, resolve the target again (one read): when the Deployment
+        ranks another pod first now (the old one is terminating or gone), new connections go
+        there. A kubelet does not end a deleted pod's tunnel or refuse its legacy upgrades
+        while the pod still exists; its new connections would only fail one by one. Returns
+        whether the target moved."""
+        if not self._recheck:
+            return False  # another connection did it
+        self._recheck = False
+        try:
+            # Outside the lock: new connections on the current tunnel do not wait for it.
+            target = await self._resolve(avoid=None)
+        except ExecError:
+            return False  # no other pod to go to: the connection's own attempt says why
+        async with self._lock:
+            if self._target is not None and target.pod == self._target.pod:
+                return False
+            self._target = target
+            tunnel, self._tunnel = self._tunnel, None
+            if tunnel is not None:
+                tunnel.retire()  # it ends with its last connection
+            return True
 
     def _record(self, stream: TunnelStream | LegacyStream, failure: ExecError | None) -> None:
         if self._audit is None or self._target is None:
@@ -346,7 +469,12 @@ class PortForward:
             return await tunnel.open(port)
         except ExecError:
             if not tunnel.closed:
-                raise  # this connection failed; the tunnel lives on
+                # Nothing listening, or the pod is going away: in the second case (the
+                # target moved) once more on the new pod's tunnel.
+                self._recheck = True
+                moved = await self._follow_the_target()
+                if not moved and self._tunnel is tunnel:
+                    raise  # this connection failed; the tunnel lives on
         # The tunnel ended while opening (its pod went away): once more, on a new one.
         return await (await self._current_tunnel()).open(port)
 
@@ -400,11 +528,17 @@ class PortForward:
                 )
             except ExecError as error:
                 await stack.aclose()
-                if attempt or error.http_status != 404:
+                if attempt or error.http_status in (400, 401, 403):
+                    raise  # no tunnel here, or refused: another pod would say the same
+                if error.http_status == 404:  # the pod is gone
+                    self._target = await self._resolve(avoid=target.pod)
+                    continue
+                # A terminating pod's kubelet answers 500: once more if the target moved.
+                self._recheck = True
+                if not await self._follow_the_target():
                     raise
-                self._target = await self._resolve(avoid=target.pod)
                 continue
-            return LegacyStream(transport, stack, port, pod=target.pod)
+            return LegacyStream(transport, stack, port, pod=target.pod, keepalive=self._keepalive)
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- local listeners -----------------------------------------------------------------------

@@ -17,6 +17,7 @@ import anyio.abc
 from kuber_exec_core import ExecError, ExecErrorCode
 from kuber_exec_core.portforward import LegacyClient
 
+from .._connection._keepalive import SharedKeepalive
 from .._connection._transport import TransportClosed, WebSocketTransport
 
 __all__ = ["LegacyStream"]
@@ -36,6 +37,7 @@ class LegacyStream(anyio.abc.ByteStream):
         port: int,
         *,
         pod: str,
+        keepalive: SharedKeepalive | None = None,
     ) -> None:
         self.pod = pod
         self._transport = transport
@@ -49,6 +51,11 @@ class LegacyStream(anyio.abc.ByteStream):
         self._closed = False
         self.bytes_received = 0
         self.bytes_sent = 0
+        self._receiving = False
+        self._dead: str | None = None
+        self._keepalive = keepalive
+        if keepalive is not None:
+            keepalive.add(self)
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         if self._closed:
@@ -56,12 +63,15 @@ class LegacyStream(anyio.abc.ByteStream):
         while not self._buffer:
             if self._ended:
                 self._raise_end()
+            self._receiving = True
             try:
                 message = await self._transport.receive()
             except TransportClosed as closed:
                 self._ended = True
                 self._clean = closed.clean
                 continue
+            finally:
+                self._receiving = False
             received = self._codec.receive_message(message)
             if received is not None:
                 self._buffer = received.data
@@ -73,6 +83,10 @@ class LegacyStream(anyio.abc.ByteStream):
         message = self._codec.errors()[0]
         if message:
             raise ExecError(ExecErrorCode.FAILED, message)
+        if self._dead is not None:
+            raise ExecError(
+                ExecErrorCode.FAILED, f"the connection to port {self.port} broke: {self._dead}"
+            )
         if not self._clean:
             # The server ends a forward with a Close frame; a connection that just stopped is
             # a broken one (the API server or the network went away), not the pod's end.
@@ -98,9 +112,37 @@ class LegacyStream(anyio.abc.ByteStream):
         # The legacy channels cannot half-close (module docstring): our side just stops.
         self._write_closed = True
 
+    # -- keepalive (a SharedKeepalive's Pingable) ------------------------------------------------
+
+    async def ping_once(self, pong_timeout: float) -> bool:
+        """One ping; ``False`` once the connection is over (ended, or found dead now)."""
+        if self._closed or self._ended:
+            return False
+        with anyio.move_on_after(pong_timeout) as deadline:
+            try:
+                await self._transport.ping()
+            except TransportClosed:
+                return False
+        if deadline.cancelled_caught and self._receiving:
+            self._drop(f"no pong from the server within {pong_timeout:g} s")
+            return False
+        return True
+
+    def keepalive_failed(self, error: Exception) -> None:
+        """Drop the connection: pinging it raised ``error`` (a bug, not a dead peer)."""
+        self._drop(f"the keepalive failed: {type(error).__name__}")
+
+    def _drop(self, reason: str) -> None:
+        if self._dead is None:
+            self._dead = reason
+        # The pending receive wakes with TransportClosed and reports ``reason``.
+        self._transport.abort()
+
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._keepalive is not None:
+            self._keepalive.remove(self)
         with anyio.CancelScope(shield=True):
             await self._exit_stack.aclose()
