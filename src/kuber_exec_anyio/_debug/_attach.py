@@ -25,8 +25,8 @@ from .._attempts import _record_end
 from .._audit._record import AuditRecord
 from .._audit._recording import Recording, SessionRecorder, prepare_recorder, recorded
 from .._backend import backend_hooks
+from .._pods import container_spec_of, read_pod
 from .._session import InteractiveSession, run_session
-from ._pods import container_spec_of, read_pod
 
 if TYPE_CHECKING:
     from .._service import ExecService

@@ -42,10 +42,10 @@ from kuber_exec_core.validation import validate_queue_capacity
 from .._audit._record import AuditRecord
 from .._audit._recording import Recording, prepare_recorder
 from .._backend import backend_hooks
+from .._pods import read_pod, server_version
 from .._session import InteractiveSession
 from ._attach import request_type, run_attached
 from ._logs import LogStream, open_container_log
-from ._pods import read_pod, server_version
 
 if TYPE_CHECKING:
     from .._service import ExecService

@@ -55,9 +55,9 @@ from kuber_exec_core.portforward import LEGACY_SUBPROTOCOL, TUNNEL_SUBPROTOCOL, 
 
 from .._backend import backend_hooks
 from .._connection._keepalive import SharedKeepalive
-from .._debug._pods import read_pod
 from .._drivers import resolve_target
 from .._limits import WorkspaceSlots
+from .._pods import read_pod
 from .._service import ExecService
 from ._legacy import LegacyStream
 from ._tunnel import TunnelConnection, TunnelStream

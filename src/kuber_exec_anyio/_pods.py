@@ -8,7 +8,7 @@ from typing import Any
 from kuber_exec_core import ExecError, ExecErrorCode, ResolvedTarget
 from kuber_exec_core.debug import pod_path
 
-from .._backend import backend_hooks
+from ._backend import backend_hooks
 
 __all__ = ["container_spec_of", "read_pod", "server_version"]
 
