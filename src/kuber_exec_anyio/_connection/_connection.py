@@ -21,7 +21,7 @@ from kuber_exec_core.channels import Message, accept_subprotocol
 
 from .._backend import ConnectionEnd
 from .._groups import single_exception
-from ._keepalive import SharedKeepalive
+from ._keepalive import Activity, SharedKeepalive
 from ._transport import TransportClosed, TransportOpener, TransportOptions, WebSocketTransport
 
 __all__ = [
@@ -78,10 +78,9 @@ class WebSocketExecConnection(ConnectionEnd):
         super().__init__(subprotocol)
         self._transport = transport
         self._receiving = False
-        # Messages received so far, and at the keepalive's last turn: one that arrives between
-        # turns, or while a ping waits, proves the peer alive (see the class).
-        self._received = 0
-        self._received_at_turn = 0
+        # A message that arrives between keepalive turns, or while a ping waits, proves the
+        # peer alive (see the class).
+        self._activity = Activity()
         # Sends in progress, and whether one was interrupted (cancelled or failed): then the
         # WebSocket cannot take a Close frame (its socket is full, or a frame is half written).
         self._sending = 0
@@ -113,7 +112,7 @@ class WebSocketExecConnection(ConnectionEnd):
         self._receiving = True
         try:
             message = await self._transport.receive()
-            self._received += 1
+            self._activity.arrived()
             return message
         except TransportClosed as closed:
             # A no-op when keepalive already ended the connection with its own reason.
@@ -135,16 +134,15 @@ class WebSocketExecConnection(ConnectionEnd):
         and no message meanwhile; see the class)."""
         if self._closed:
             return False
-        received, last_turn = self._received, self._received_at_turn
-        self._received_at_turn = received
-        if received != last_turn or not self._receiving:
+        if not self._activity.idle_turn(self._receiving):
             return True  # not idle: output came since the last turn, or the consumer is behind
+        received = self._activity.received
         with anyio.move_on_after(pong_timeout) as deadline:
             try:
                 await self._transport.ping()
             except TransportClosed:
                 return False
-        if deadline.cancelled_caught and self._receiving and self._received == received:
+        if deadline.cancelled_caught and self._receiving and self._activity.received == received:
             self._abort(f"no pong from the server within {pong_timeout:g} s")
             return False
         return True

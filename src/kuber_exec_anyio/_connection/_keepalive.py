@@ -16,7 +16,7 @@ from typing import Protocol
 
 import anyio
 
-__all__ = ["Pingable", "SharedKeepalive"]
+__all__ = ["Activity", "Pingable", "SharedKeepalive"]
 
 logger = logging.getLogger("kuber_exec.keepalive")
 
@@ -31,6 +31,28 @@ class Pingable(Protocol):
     def keepalive_failed(self, error: Exception) -> None:
         """End the connection: pinging it raised ``error`` (a bug, not a dead peer)."""
         ...
+
+
+class Activity:
+    """The messages a pinged connection received, for the rule every keepalive turn follows:
+    ping only an idle connection (the reader waits and nothing came since the last turn), and
+    take a late pong for a dead peer only when nothing came meanwhile either. Why: a server
+    blocked writing to a slow reader cannot read a ping, and closing with it unread resets the
+    connection and loses the output queued behind it (``WebSocketExecConnection``)."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self._at_turn = 0
+
+    def arrived(self) -> None:
+        """A message came (one integer add: this is on the receive path)."""
+        self.received += 1
+
+    def idle_turn(self, receiving: bool) -> bool:
+        """Whether this keepalive turn should ping: the reader waits, and no message came since
+        the last turn."""
+        last, self._at_turn = self._at_turn, self.received
+        return receiving and self.received == last
 
 
 class SharedKeepalive:

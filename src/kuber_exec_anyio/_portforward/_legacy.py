@@ -17,7 +17,7 @@ import anyio.abc
 from kuber_exec_core import ExecError, ExecErrorCode
 from kuber_exec_core.portforward import LegacyClient
 
-from .._connection._keepalive import SharedKeepalive
+from .._connection._keepalive import Activity, SharedKeepalive
 from .._connection._transport import TransportClosed, WebSocketTransport
 
 __all__ = ["LegacyStream"]
@@ -52,6 +52,7 @@ class LegacyStream(anyio.abc.ByteStream):
         self.bytes_received = 0
         self.bytes_sent = 0
         self._receiving = False
+        self._activity = Activity()  # the exec connection's keepalive rule (Activity says why)
         self._dead: str | None = None
         self._keepalive = keepalive
         if keepalive is not None:
@@ -72,6 +73,7 @@ class LegacyStream(anyio.abc.ByteStream):
                 continue
             finally:
                 self._receiving = False
+            self._activity.arrived()
             received = self._codec.receive_message(message)
             if received is not None:
                 self._buffer = received.data
@@ -115,15 +117,19 @@ class LegacyStream(anyio.abc.ByteStream):
     # -- keepalive (a SharedKeepalive's Pingable) ------------------------------------------------
 
     async def ping_once(self, pong_timeout: float) -> bool:
-        """One ping; ``False`` once the connection is over (ended, or found dead now)."""
+        """One keepalive turn: a ping when the connection is idle; ``False`` once it is over
+        (ended, or found dead now: no pong and no message while the reader waited)."""
         if self._closed or self._ended:
             return False
+        if not self._activity.idle_turn(self._receiving):
+            return True  # not idle: data came since the last turn, or the reader is behind
+        received = self._activity.received
         with anyio.move_on_after(pong_timeout) as deadline:
             try:
                 await self._transport.ping()
             except TransportClosed:
                 return False
-        if deadline.cancelled_caught and self._receiving:
+        if deadline.cancelled_caught and self._receiving and self._activity.received == received:
             self._drop(f"no pong from the server within {pong_timeout:g} s")
             return False
         return True
