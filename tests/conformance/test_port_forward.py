@@ -62,7 +62,9 @@ async def _echo(client: anyio.abc.SocketStream) -> None:
             async for data in client:
                 await client.send(data.upper())
             await client.send_eof()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            # The forward dropped this connection (some tests do so on purpose); anyio's trio
+            # backend lets a half-close of a reset socket raise a bare OSError (ENOTCONN).
             pass
 
 
@@ -367,6 +369,48 @@ async def test_a_server_ending_with_its_pod_is_an_error_and_the_next_connection_
                 async with await forward.connect(9000) as stream:
                     assert await read_to_end(stream) == b"web-b"
                 assert forward.target.pod == "web-b"
+
+
+async def test_a_connection_is_checked_against_its_own_pod_when_the_target_moves_meanwhile(
+    adapter: ModuleType, doomed: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found in CI under load: a background revalidation moved the forward's target to web-b
+    # while a connection was opening on web-a's tunnel; that connection then had no pod to
+    # check its end against, and the end of a deleted pod's server read as a clean one. Here
+    # the move is made to happen exactly there, after the tunnel accepted the connection.
+    from kuber_exec_anyio._portforward import _forward, _tunnel
+
+    sandbox = doomed
+    async with pod_listeners(sandbox), backend_for(adapter, sandbox) as backend:
+        service = adapter.ExecService(backend)
+        async with adapter.PortForward(service, WORKSPACE, "web", transport="tunnel") as forward:
+            with anyio.fail_after(20):
+                async with await forward.connect(9000) as stream:
+                    assert await read_to_end(stream) == b"web-a"
+                with sandbox.cluster.changing():
+                    pod = sandbox.cluster.pod("pf", "web-a")
+                    assert pod is not None
+                    pod.deletion_timestamp = "2026-01-01T00:00:00Z"
+                real_open = _tunnel.TunnelConnection.open
+                moved: list[bool] = []
+
+                async def open_then_move(self: Any, port: int) -> Any:
+                    opened = await real_open(self, port)
+                    forward._recheck = True
+                    moved.append(await forward._follow_the_target())
+                    return opened
+
+                monkeypatch.setattr(_tunnel.TunnelConnection, "open", open_then_move)
+                monkeypatch.setattr(_forward, "_REVALIDATE_INTERVAL", 3600.0)
+                async with await forward.connect(9000) as stream:
+                    assert moved == [True]
+                    assert forward.target.pod == "web-b"
+                    assert await stream.receive() == b"web-a"
+                    with pytest.raises(ExecError) as caught:
+                        await stream.receive()
+                assert caught.value.message == (
+                    "the connection to port 9000 ended: pod web-a is being deleted"
+                )
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

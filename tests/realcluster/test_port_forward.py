@@ -36,7 +36,9 @@ async def _echo(client: anyio.abc.SocketStream) -> None:
             async for data in client:
                 await client.send(data)
             await client.send_eof()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            # The forward dropped this connection (some tests do so on purpose); anyio's trio
+            # backend lets a half-close of a reset socket raise a bare OSError (ENOTCONN).
             pass
 
 

@@ -117,7 +117,7 @@ class _AuditedStream(anyio.abc.ByteStream):
         self,
         inner: TunnelStream | LegacyStream,
         forward: PortForward,
-        target: ResolvedTarget | None,
+        target: ResolvedTarget,
     ) -> None:
         self._inner = inner
         self._forward = forward
@@ -146,7 +146,7 @@ class _AuditedStream(anyio.abc.ByteStream):
             self._fail(error)
             raise
         except anyio.EndOfStream:
-            if self._eof_sent or self._end_checked or self._target is None:
+            if self._eof_sent or self._end_checked:
                 raise
             self._end_checked = True
             going = await self._forward._pod_going_away(self._target)
@@ -355,26 +355,29 @@ class PortForward:
                 await self._follow_the_target()
             else:
                 self._revalidate_soon()
-            inner: TunnelStream | LegacyStream
+            opened: tuple[TunnelStream | LegacyStream, ResolvedTarget]
             mode = self.transport  # what this connection was asked for, whatever others find
             if mode != "legacy":
                 try:
-                    inner = await self._connect_tunnel(port)
+                    opened = await self._connect_tunnel(port)
                 except _UseLegacy:
-                    inner = await self._connect_legacy(port)
+                    opened = await self._connect_legacy(port)
                 except ExecError as error:
                     if mode != "auto" or error.http_status != 400:
                         raise
                     # No tunnel on this server: the legacy channels from now on.
                     self.transport = "legacy"
-                    inner = await self._connect_legacy(port)
+                    opened = await self._connect_legacy(port)
             else:
-                inner = await self._connect_legacy(port)
+                opened = await self._connect_legacy(port)
         except BaseException:
             self._open -= 1
             raise
-        target = self._target
-        return _AuditedStream(inner, self, target if target and target.pod == inner.pod else None)
+        # The pod this connection reached, not ``self._target``: a background revalidation may
+        # have moved that on meanwhile, and the connection's end is still checked against its
+        # own pod (found under load in CI).
+        inner, target = opened
+        return _AuditedStream(inner, self, target)
 
     def _release(self) -> None:
         self._open -= 1
@@ -463,10 +466,11 @@ class PortForward:
             )
         )
 
-    async def _connect_tunnel(self, port: int) -> TunnelStream:
-        tunnel = await self._current_tunnel()
+    async def _connect_tunnel(self, port: int) -> tuple[TunnelStream, ResolvedTarget]:
+        """A connection to ``port`` over the current tunnel, and the target that tunnel goes to."""
+        tunnel, target = await self._current_tunnel()
         try:
-            return await tunnel.open(port)
+            return await tunnel.open(port), target
         except ExecError:
             if not tunnel.closed:
                 # Nothing listening, or the pod is going away: in the second case (the
@@ -476,9 +480,12 @@ class PortForward:
                 if not moved and self._tunnel is tunnel:
                     raise  # this connection failed; the tunnel lives on
         # The tunnel ended while opening (its pod went away): once more, on a new one.
-        return await (await self._current_tunnel()).open(port)
+        tunnel, target = await self._current_tunnel()
+        return await tunnel.open(port), target
 
-    async def _current_tunnel(self) -> TunnelConnection:
+    async def _current_tunnel(self) -> tuple[TunnelConnection, ResolvedTarget]:
+        """The tunnel new connections use, started when there is none, with its target (under
+        the lock, ``self._target`` is the current tunnel's)."""
         async with self._lock:
             if self.transport == "legacy":
                 raise _UseLegacy  # a connection that waited here saw the fallback happen
@@ -486,7 +493,8 @@ class PortForward:
             if tunnel is not None and not tunnel.closed:
                 cached = self._cached_target()
                 if cached is None or cached.pod == tunnel.pod:
-                    return tunnel
+                    assert self._target is not None
+                    return tunnel, self._target
                 # The watch cache ranks another pod first now (this one is terminating, or
                 # gone): new connections go there; the old tunnel ends with its last one.
                 tunnel.retire()
@@ -497,7 +505,7 @@ class PortForward:
             assert self._tasks is not None
             started: TunnelConnection = await self._tasks.start(self._run_tunnel, self._target)
             self._tunnel = started
-            return started
+            return started, self._target
 
     async def _run_tunnel(
         self,
@@ -517,7 +525,8 @@ class PortForward:
             if tunnel.error is not None:
                 _log.info("port-forward tunnel to pod %s ended: %s", target.pod, tunnel.error)
 
-    async def _connect_legacy(self, port: int) -> LegacyStream:
+    async def _connect_legacy(self, port: int) -> tuple[LegacyStream, ResolvedTarget]:
+        """A legacy-channel connection to ``port`` of the target's pod, and that target."""
         for attempt in range(2):
             target = self._target
             assert target is not None
@@ -538,7 +547,8 @@ class PortForward:
                 if not await self._follow_the_target():
                     raise
                 continue
-            return LegacyStream(transport, stack, port, pod=target.pod, keepalive=self._keepalive)
+            stream = LegacyStream(transport, stack, port, pod=target.pod, keepalive=self._keepalive)
+            return stream, target
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- local listeners -----------------------------------------------------------------------
