@@ -8,7 +8,9 @@ back after a drop resumes from the last byte it got (nothing lost, nothing twice
 many bytes it missed. While the ring is full of bytes a retaining viewer has not acknowledged,
 the session stops reading the exec socket: the process waits. With no viewer attached for
 ``grace`` seconds, the session is ended with the core's own end (``InteractiveSession.end``),
-and the process is cleaned up as any session's.
+and the process is cleaned up as any session's. A viewer whose connection broke before it got
+the session's end (the rest of the output and the ``Exit``) may come back for it for another
+``grace`` seconds after the end; the ring is kept for it meanwhile, the exec itself is not.
 
 The host's join tokens (:meth:`SessionHost.issue_token`) carry a session, a role and an expiry
 (``kuber_exec_core.sharing.JoinSigner``); who may join with which role is the caller's decision
@@ -117,6 +119,8 @@ class _ViewerState:
     generation: int = 0
     attached: bool = False
     left: bool = False
+    #: It was handed the session's last frame (it needs nothing more).
+    finished: bool = False
 
 
 def _validate_positive(value: object, name: str) -> float:
@@ -194,6 +198,7 @@ class Viewer:
                 return answer
             if shared._final is not None:
                 self._final_sent = True
+                self._state.finished = True
                 return shared._final
             await shared._changed.wait()
 
@@ -263,6 +268,8 @@ class SharedSession:
         self._roster = _Signal()
         self._final: Exit | Error | None = None
         self._ending = False
+        # After the end: the platform or the host cut the wait for viewers coming back.
+        self._lingering_cut = False
         self.ended = anyio.Event()
         #: The terminal's size: the owner's last resize.
         self.size: Resize | None = None
@@ -338,12 +345,16 @@ class SharedSession:
         what it reads counts as shown; else it calls :meth:`Viewer.acknowledge`. A viewer that
         attaches again while its older connection is still attached replaces it.
 
+        Once the session has ended, only a viewer that had not got its end yet may come back
+        (for the rest of the output and the last frame), while its host keeps the session.
+
         Raises:
-            ExecError: ``EXEC_ABORTED`` once the session has ended;
-                ``EXEC_TARGET_NOT_FOUND`` for an unknown viewer key; ``EXEC_INVALID`` for a
-                bad role, name or offset, or a role given with a key that is not its own.
+            ExecError: ``EXEC_ABORTED`` for a new viewer once the session has ended;
+                ``EXEC_TARGET_NOT_FOUND`` for an unknown viewer key (or one that left);
+                ``EXEC_INVALID`` for a bad role, name or offset, or a role given with a key
+                that is not its own.
         """
-        if self._final is not None or self._ending:
+        if viewer is None and (self._final is not None or self._ending):
             raise ExecError(ExecErrorCode.ABORTED, "the shared session has ended")
         if not isinstance(name, str) or len(name) > 100:
             raise ExecError(ExecErrorCode.INVALID, "a viewer's name must be text of at most 100")
@@ -384,8 +395,8 @@ class SharedSession:
                 self._output.detach(state.key)
                 self._audit("detached", state)
                 self._changed.notify()
-                if self.ended.is_set():
-                    self._leave(state)
+                if self.ended.is_set() and state.finished:
+                    self._leave(state)  # it has everything: it needs no place to come back to
 
     def _leave(self, state: _ViewerState) -> None:
         if state.left:
@@ -403,8 +414,15 @@ class SharedSession:
             # the grace period.
             self._end("every viewer left")
 
-    def _end(self, message: str) -> None:
-        """End the session for everyone through the core's own end (cleanup as usual)."""
+    def _end(self, message: str, *, linger: bool = True) -> None:
+        """End the session for everyone through the core's own end (cleanup as usual); once
+        it has ended, stop waiting for viewers to come back for its end (:meth:`linger`).
+        ``linger=False``: nobody is waited for after this end either."""
+        if not linger or self.ended.is_set():
+            self._lingering_cut = True
+            self._changed.notify()
+            if self.ended.is_set():
+                return
         self._ending = True
         self._session.end(Error(ExecErrorCode.ABORTED, message))
         self._changed.notify()
@@ -428,10 +446,27 @@ class SharedSession:
             self.ended.set()
             self._changed.notify()
             self._roster.notify()
-            # Attached viewers read to the end first, and leave as they detach.
+            # Attached viewers read to the end first, and leave as they detach; detached ones
+            # may come back for it (:meth:`linger`).
+
+    def _awaits_viewers(self) -> bool:
+        """After the end: whether a viewer may still come back for it (:meth:`linger`)."""
+        return not self._lingering_cut and any(
+            not state.finished for state in self._viewers.values()
+        )
+
+    async def linger(self, seconds: float) -> None:
+        """After the end (:meth:`run` returned): wait at most ``seconds`` while a viewer that
+        has not been handed the last frame may come back for it (its connection broke just
+        as the session ended: without this it would never learn the exit code); then every
+        viewer leaves. Returns at once when each has it, or when :meth:`end` is called."""
+        try:
+            with anyio.move_on_after(seconds):
+                while self._awaits_viewers():
+                    await self._changed.wait()
+        finally:
             for state in list(self._viewers.values()):
-                if not state.attached:
-                    self._leave(state)
+                self._leave(state)
 
     async def _pump(self) -> None:
         output = self._output
@@ -467,7 +502,8 @@ class SharedSession:
                 logger.info(
                     "shared session %s: no viewer for %g s, ending it", self.id, self._grace
                 )
-                self._end(f"no viewer for {self._grace:g} seconds")
+                # Every viewer had its grace period to come back: none gets another.
+                self._end(f"no viewer for {self._grace:g} seconds", linger=False)
                 return
 
 
@@ -534,13 +570,14 @@ class SessionHost:
         tasks, self._tasks = self._tasks, None
         assert tasks is not None
         for session in list(self._sessions.values()):
-            session._end("the host is closing")
+            session._end("the host is closing", linger=False)
         with single_exception():
             return await tasks.__aexit__(kind, error, traceback)
 
     @property
     def sessions(self) -> tuple[SharedSession, ...]:
-        """The sessions running now."""
+        """The sessions running now, and the ended ones whose viewers may still come back for
+        the end (:meth:`SharedSession.linger`, at most ``grace`` seconds)."""
         return tuple(self._sessions.values())
 
     async def open(
@@ -576,36 +613,46 @@ class SessionHost:
         opened it; the host then needs no ``async with``). Errors before the session runs
         are raised from ``start``; its end never raises."""
         started = False
+        shared: SharedSession | None = None
         try:
-            async with self.service.open_interactive(
-                request, tty=True, cleanup=cleanup, recording=recording
-            ) as session:
-                session_id = None
-                if self.replica is not None:
-                    session_id = self._signer.session_id(secrets.token_urlsafe(16), self.replica)
-                shared = SharedSession(
-                    session,
-                    request.workspace,
-                    ring_bytes=self.ring_bytes,
-                    grace=self.grace,
-                    session_id=session_id,
-                )
-                self._sessions[shared.id] = shared
-                try:
+            try:
+                async with self.service.open_interactive(
+                    request, tty=True, cleanup=cleanup, recording=recording
+                ) as session:
+                    session_id = None
+                    if self.replica is not None:
+                        session_id = self._signer.session_id(
+                            secrets.token_urlsafe(16), self.replica
+                        )
+                    shared = SharedSession(
+                        session,
+                        request.workspace,
+                        ring_bytes=self.ring_bytes,
+                        grace=self.grace,
+                        session_id=session_id,
+                    )
+                    self._sessions[shared.id] = shared
                     task_status.started(shared)
                     started = True
                     await shared.run()
-                finally:
-                    del self._sessions[shared.id]
-        except Exception:
-            if not started:
-                raise
-            # The session ran; its end (a cleanup that failed, say) must not end the host.
-            logger.exception("a shared session's end failed")
+                    if not shared._awaits_viewers():
+                        # Gone from :meth:`get` at its end, before the exec's cleanup runs.
+                        self._sessions.pop(shared.id, None)
+            except Exception:
+                if not started:
+                    raise
+                # The session ran; its end (a cleanup that failed, say) must not end the host.
+                logger.exception("a shared session's end failed")
+            if shared is not None:
+                # Outside the exec's block: its slot and connection are given back meanwhile.
+                await shared.linger(self.grace)
+        finally:
+            if shared is not None:
+                self._sessions.pop(shared.id, None)
 
     def get(self, session_id: str) -> SharedSession:
-        """The running session ``session_id``; ``EXEC_TARGET_NOT_FOUND`` when there is none
-        (it ended, or runs on another replica)."""
+        """The session ``session_id`` (running, or ended and lingering: :attr:`sessions`);
+        ``EXEC_TARGET_NOT_FOUND`` when there is none (it ended, or runs on another replica)."""
         session = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None:
             raise ExecError(ExecErrorCode.TARGET_NOT_FOUND, "no such shared session here")

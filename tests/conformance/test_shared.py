@@ -176,6 +176,85 @@ async def test_an_exit_reaches_every_viewer_after_the_output(adapter: Any, servi
         assert b"bye" in b"".join(a.data for a in answers if isinstance(a, Chunk))
 
 
+async def test_a_viewer_away_when_the_session_ends_comes_back_for_the_rest_and_the_exit(
+    adapter: Any, audited: Any
+) -> None:
+    # Found by the drop soak: a page whose WebSocket broke just as its shell exited was told
+    # "no such shared session" when it came back, and never learned the exit code.
+    async with adapter.SessionHost(audited, grace=30) as host:
+        shared = await host.open(run("sh"))
+        seen = bytearray()
+        async with shared.attach(Role.OWNER) as owner:
+            key = owner.key
+            await owner.send(Stdin(b"echo be''fore\n"))
+            await _read_until(owner, b"before", seen)
+            position = owner.position
+            observer_connection = shared.attach(Role.OBSERVER)
+            async with observer_connection as observer:
+                observer_key = observer.key
+            await owner.send(Stdin(b"echo af''ter; exit 7\n"))
+        with anyio.fail_after(20):
+            await shared.ended.wait()
+        # Ended, but kept for its viewers that did not get the end: no new one may join.
+        assert host.get(shared.id) is shared
+        with pytest.raises(ExecError) as late:
+            async with shared.attach(Role.PEER):
+                pass
+        assert late.value.code is ExecErrorCode.ABORTED
+        async with shared.attach(viewer=key, resume_from=position) as owner:
+            answers = [answer async for answer in owner]
+        assert isinstance(answers[-1], Exit)
+        assert answers[-1].exit_code == 7
+        rest = b"".join(answer.data for answer in answers if isinstance(answer, Chunk))
+        assert b"after" in rest
+        assert b"before" not in rest  # nothing twice
+        # The observer never comes back: the host keeps the session no longer than its grace.
+        assert host.get(shared.id) is shared
+        await shared.end()  # the platform's end cuts the wait
+        await eventually(lambda: shared not in host.sessions, "the host forgot the session")
+        with pytest.raises(ExecError) as gone:
+            shared.role_of(observer_key)
+        assert gone.value.code is ExecErrorCode.TARGET_NOT_FOUND
+    phases = [(event.phase, event.role) for event in audited.events]
+    assert phases.count(("attached", "owner")) == 2
+    assert phases.count(("left", "owner")) == 1
+    assert phases.count(("left", "observer")) == 1
+
+
+async def test_an_ended_session_waits_at_most_its_grace_for_a_viewer_to_come_back(
+    adapter: Any, service: Any
+) -> None:
+    async with adapter.SessionHost(service, grace=0.5) as host:
+        shared = await host.open(run("sh"))
+        async with shared.attach(Role.OWNER) as owner:
+            key = owner.key
+            await owner.send(Stdin(b"exit 4\n"))
+            with anyio.fail_after(20):
+                await shared.ended.wait()
+        # The owner's connection went before it read the exit; it does not come back.
+        started = anyio.current_time()
+        await eventually(lambda: shared not in host.sessions, "the host forgot the session")
+        assert anyio.current_time() - started < 20
+        with pytest.raises(ExecError) as gone:
+            async with shared.attach(viewer=key):
+                pass
+        assert gone.value.code is ExecErrorCode.TARGET_NOT_FOUND
+
+
+async def test_a_viewer_that_got_the_end_leaves_and_the_host_forgets_the_session_at_once(
+    adapter: Any, service: Any
+) -> None:
+    async with adapter.SessionHost(service, grace=3600) as host:
+        shared = await host.open(run("sh"))
+        async with shared.attach(Role.OWNER) as owner:
+            await owner.send(Stdin(b"exit 5\n"))
+            answers = [answer async for answer in owner]
+        assert isinstance(answers[-1], Exit)
+        assert answers[-1].exit_code == 5
+        # Nobody is owed the end: no hour-long wait (``eventually`` gives up long before).
+        await eventually(lambda: shared not in host.sessions, "the host forgot the session")
+
+
 async def test_join_tokens_and_bad_attaches(adapter: Any, service: Any) -> None:
     now = [1000.0]
     async with adapter.SessionHost(service, secret=b"k" * 32, clock=lambda: now[0]) as host:

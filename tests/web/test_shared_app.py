@@ -19,7 +19,7 @@ import kuber_exec_asyncio as adapter
 from kuber_exec_asyncio import AuditEvent
 from kuber_exec_sandbox import Sandbox
 from kuber_exec_web import TerminalRefused, TerminalRequest, create_app, token_authorizer
-from support import DEMO
+from support import DEMO, eventually
 from support.web import TOKEN
 from support.web import control as _control
 from support.web import terminal as _terminal
@@ -232,6 +232,37 @@ async def test_forged_or_foreign_tokens_and_the_authorizer_keep_joiners_out(
             assert (await _control(owner))["type"] == "exit"
     # The authorizer saw the joiner's session and role (after the token was verified).
     assert (page.session, "peer") in asked
+
+
+async def test_a_page_dropped_as_its_shell_exits_comes_back_for_the_exit_code(
+    served: Callable[..., Any],
+) -> None:
+    """The soak's last lost ``exit 7``: the page's connection broke as the shell exited; its
+    reconnect was told "no such shared session". The ended session now waits (its grace
+    period at most) for a viewer that did not get its end."""
+    address, events = await served()
+    page = Page()
+    with anyio.fail_after(30):
+        async with _terminal(address) as ws:
+            page.opened(await _control(ws))
+            await ws.send(b"echo ready\r")
+            await page.read_until(ws, b"ready\r\n")
+            await ws.send(b"echo b''ye; exit 7\r")
+            _drop(ws)
+        await eventually(lambda: any(e.phase == "ended" for e in events), "the shell's end")
+        async with page.rejoin(address) as ws:
+            page.opened(await _control(ws))
+            rest = b""
+            while not isinstance(message := await ws.recv(), str) or json.loads(message)[
+                "type"
+            ] in ("ping", "viewers"):
+                if isinstance(message, bytes):
+                    rest += message
+            assert json.loads(message) == {"type": "exit", "code": 7}
+    assert b"bye" in rest  # the output the page had not got, then the exit
+    phases = [event.phase for event in events]
+    assert phases.count("attached") == 2
+    assert phases[-1] == "left"
 
 
 async def test_input_after_the_shell_exited_does_not_lose_the_exit(
