@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from pod_servers import echo as echo_handler
+from pod_servers import firehose as firehose_handler
+from pod_servers import serve
 
 import kuber_exec_asyncio
 import kuber_exec_trio
@@ -42,39 +45,6 @@ from kuber_exec_sandbox import Cluster, PodSpec, Sandbox, run_sandbox_in_thread
 RESULTS = Path(__file__).with_name("results") / "port_forward.json"
 WORKSPACE = Workspace(project="bench", uid="bench-uid")
 FIREHOSE_PORT, ECHO_PORT = 9000, 8080
-
-
-def _serve(handler: Callable[[socket.socket], None]) -> int:
-    """A threaded loopback listener; returns its port (daemon threads, for this process's life)."""
-    server = socket.create_server(("127.0.0.1", 0), backlog=512)
-
-    def accept() -> None:
-        while True:
-            client, _ = server.accept()
-            threading.Thread(target=handler, args=(client,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return int(server.getsockname()[1])
-
-
-def _echo(client: socket.socket) -> None:
-    with client:
-        while data := client.recv(65536):
-            client.sendall(data)
-
-
-def _firehose(size: int) -> Callable[[socket.socket], None]:
-    block = b"\xa5" * (1 << 20)
-
-    def handler(client: socket.socket) -> None:
-        with client:
-            left = size
-            while left > 0:
-                chunk = block[: min(left, len(block))]
-                client.sendall(chunk)
-                left -= len(chunk)
-
-    return handler
 
 
 def _cluster(pods: int) -> Cluster:
@@ -253,7 +223,7 @@ def main() -> int:
     if options.quick:
         options.mib, options.sequential, options.concurrent, options.failovers = 32, 200, 50, 5
     size = options.mib << 20
-    echo, firehose = _serve(_echo), _serve(_firehose(size))
+    echo, firehose = serve(echo_handler), serve(firehose_handler(size))
     rows: dict[str, Any] = {}
     clients: list[tuple[str, Callable[[Sandbox, int], Any]]] = [
         ("kuber-exec tunnel (trio)", lambda s, r: kuber_listener(s, r, kuber_exec_trio, "tunnel")),

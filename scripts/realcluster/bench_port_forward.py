@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
 DEPLOYMENT = "pf-bench"
 PROJECT = "kx-target"
 WS_MAIN = "ws-main-0001"  # tests/realcluster/kube.py: the tier's workspace
@@ -49,42 +50,10 @@ WS_MAIN = "ws-main-0001"  # tests/realcluster/kube.py: the tier's workspace
 # -- the pod's side: echo and firehose, in a process of their own ---------------------------------
 
 
-def _serve(handler: Callable[[socket.socket], None]) -> int:
-    server = socket.create_server(("127.0.0.1", 0), backlog=1024)
-
-    def accept() -> None:
-        while True:
-            client, _ = server.accept()
-            threading.Thread(target=handler, args=(client,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return int(server.getsockname()[1])
-
-
-def _echo(client: socket.socket) -> None:
-    with client:
-        try:
-            while data := client.recv(65536):
-                client.sendall(data)
-        except OSError:
-            pass
-
-
 def pod_servers(size: int) -> int:
-    block = b"\xa5" * (1 << 20)
+    from pod_servers import echo, firehose, serve  # benchmarks/: the sandbox bench's too
 
-    def firehose(client: socket.socket) -> None:
-        with client:
-            left = size
-            try:
-                while left > 0:
-                    chunk = block[: min(left, len(block))]
-                    client.sendall(chunk)
-                    left -= len(chunk)
-            except OSError:
-                pass
-
-    print(json.dumps({"echo": _serve(_echo), "firehose": _serve(firehose)}), flush=True)
+    print(json.dumps({"echo": serve(echo), "firehose": serve(firehose(size))}), flush=True)
     sys.stdin.read()
     return 0
 
