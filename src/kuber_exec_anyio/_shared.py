@@ -142,6 +142,10 @@ class Viewer:
     session ended and everything was read, its ``Exit`` or ``Error``; iteration then stops (it
     stops too when a newer connection of the same viewer attached). ``send`` what its role
     allows. ``key`` (secret: never shown to other viewers or logged) attaches it again.
+
+    With ``auto_ack`` the last frame counts as received once it is handed out; without, only
+    once :meth:`acknowledge_end` says so (a frame sent over a connection that was breaking may
+    never arrive): until then the viewer may come back for it after the end.
     """
 
     def __init__(self, shared: SharedSession, state: _ViewerState, *, auto_ack: bool) -> None:
@@ -198,7 +202,8 @@ class Viewer:
                 return answer
             if shared._final is not None:
                 self._final_sent = True
-                self._state.finished = True
+                if self._auto_ack:
+                    self._state.finished = True
                 return shared._final
             await shared._changed.wait()
 
@@ -210,6 +215,16 @@ class Viewer:
             return
         self._shared._output.acknowledge(self._state.key, offset)
         self._shared._changed.notify()
+
+    def acknowledge_end(self) -> None:
+        """This viewer has shown the session's last frame (with ``auto_ack=False``): it needs
+        nothing more, and leaves as it detaches. ``EXEC_INVALID`` before that frame was sent
+        on this connection."""
+        if not self._final_sent:
+            raise ExecError(ExecErrorCode.INVALID, "the session's end was not sent to this viewer")
+        if not self._state.finished:
+            self._state.finished = True
+            self._shared._changed.notify()
 
     async def send(self, frame: ClientFrame) -> None:
         """Send ``frame`` to the process, if this viewer's role allows it.

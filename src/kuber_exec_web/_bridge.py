@@ -91,13 +91,19 @@ class _Disconnected(Exception):
     """The browser went away."""
 
 
+#: How long the bridge waits, after sending the session's end, for the page to say it showed it.
+_END_ACK_SECONDS = 5.0
+
+
 class _Flow:
-    """Output bytes in flight to the page, and waiting for room under the window."""
+    """Output bytes in flight to the page, and waiting for room under the window; whether the
+    page said it has shown the session's end."""
 
     def __init__(self, window: int) -> None:
         self.window = window
         self.unacknowledged = 0
         self._room = anyio.Event()
+        self.end_shown = anyio.Event()
 
     async def reserve(self, size: int) -> None:
         while self.unacknowledged >= self.window:
@@ -548,13 +554,19 @@ class TerminalEndpoint:
                     await channel.send_bytes(answer.data)
                 elif isinstance(answer, Missed):
                     await channel.send_json({"type": "missed", "bytes": answer.count})
-                elif isinstance(answer, Exit):
-                    await channel.send_json({"type": "exit", "code": answer.exit_code})
-                    return
-                elif isinstance(answer, Error):
-                    await channel.send_json(
-                        {"type": "error", "code": answer.code.value, "message": answer.message}
-                    )
+                elif isinstance(answer, Exit | Error):
+                    if isinstance(answer, Exit):
+                        await channel.send_json({"type": "exit", "code": answer.exit_code})
+                    else:
+                        await channel.send_json(
+                            {"type": "error", "code": answer.code.value, "message": answer.message}
+                        )
+                    # A send is no proof of arrival (hypercorn drops what is sent on a
+                    # connection it already saw close): the page says it has shown the end.
+                    # Without that word the viewer stays, and a page that comes back is sent
+                    # the end again (the drop soak's lost exit codes).
+                    with anyio.move_on_after(_END_ACK_SECONDS):
+                        await flow.end_shown.wait()
                     return
             # A newer connection of the same viewer took over.
             channel.close_code = CLOSE_REPLACED
@@ -612,7 +624,10 @@ class TerminalEndpoint:
     ) -> None:
         control = json.loads(text)
         kind = control["type"]
-        if kind == "ack":
+        if kind == "end-shown":
+            viewer.acknowledge_end()
+            flow.end_shown.set()
+        elif kind == "ack":
             flow.acknowledge(int(control["bytes"]))
             if "offset" in control:
                 offset = control["offset"]

@@ -255,6 +255,30 @@ async def test_a_viewer_that_got_the_end_leaves_and_the_host_forgets_the_session
         await eventually(lambda: shared not in host.sessions, "the host forgot the session")
 
 
+async def test_without_auto_ack_the_end_counts_only_once_acknowledged(
+    adapter: Any, service: Any
+) -> None:
+    async with adapter.SessionHost(service, grace=30) as host:
+        shared = await host.open(run("sh"))
+        async with shared.attach(Role.OWNER, auto_ack=False) as owner:
+            key = owner.key
+            with pytest.raises(ExecError) as early:
+                owner.acknowledge_end()
+            assert early.value.code is ExecErrorCode.INVALID
+            await owner.send(Stdin(b"exit 9\n"))
+            async for answer in owner:
+                if isinstance(answer, Chunk):
+                    owner.acknowledge(answer.end)
+            # Handed, but never said to be shown: the connection broke, say.
+        assert host.get(shared.id) is shared
+        async with shared.attach(viewer=key, auto_ack=False) as owner:
+            last = [answer async for answer in owner][-1]
+            assert isinstance(last, Exit)
+            assert last.exit_code == 9
+            owner.acknowledge_end()
+        await eventually(lambda: shared not in host.sessions, "the host forgot the session")
+
+
 async def test_join_tokens_and_bad_attaches(adapter: Any, service: Any) -> None:
     now = [1000.0]
     async with adapter.SessionHost(service, secret=b"k" * 32, clock=lambda: now[0]) as host:

@@ -158,6 +158,7 @@ async def test_a_terminal_runs_commands_and_reports_the_exit_code(
             await _output_until(ws, b"40 120\r\n")
             await ws.send(b"exit 5\r")
             assert await _control(ws) == {"type": "exit", "code": 5}
+            await ws.send(json.dumps({"type": "end-shown"}))  # as the page does
             with pytest.raises(ConnectionClosed):
                 await _control(ws)
             assert ws.close_code == 1000

@@ -265,6 +265,36 @@ async def test_a_page_dropped_as_its_shell_exits_comes_back_for_the_exit_code(
     assert phases[-1] == "left"
 
 
+async def test_an_end_the_page_did_not_say_it_showed_is_sent_again_when_it_comes_back(
+    served: Callable[..., Any],
+) -> None:
+    """Under hypercorn an ``exit`` sent on a connection the server already saw close is dropped
+    without an error (the soak's last lost exit codes, on the trio server): the viewer keeps
+    its place until the page says ``end-shown``, and a page that comes back gets the end
+    again; one that said it leaves, and the session is forgotten."""
+    address, events = await served()
+    page = Page()
+    with anyio.fail_after(30):
+        async with _terminal(address) as ws:
+            page.opened(await _control(ws))
+            await ws.send(b"exit 6\r")
+            assert await _control(ws) == {"type": "exit", "code": 6}
+            _drop(ws)  # before saying it was shown: as if it never arrived
+        async with page.rejoin(address) as ws:
+            page.opened(await _control(ws))
+            assert await _control(ws) == {"type": "exit", "code": 6}
+            await ws.send(json.dumps({"type": "end-shown"}))
+            with pytest.raises(ConnectionClosed):
+                await _control(ws)
+            assert ws.close_code == 1000
+        async with page.rejoin(address) as ws:
+            refused = await _control(ws)
+    assert refused["type"] == "error"
+    assert refused["code"] == "EXEC_TARGET_NOT_FOUND"
+    phases = [event.phase for event in events]
+    assert phases.count("left") == 1
+
+
 async def test_input_after_the_shell_exited_does_not_lose_the_exit(
     served: Callable[..., Any],
 ) -> None:

@@ -275,6 +275,9 @@
         break;
       case "exit":
         state.exitCode = message.code;
+        // Say it was shown: until then the app keeps our place, and a page whose connection
+        // broke just now is sent the end again when it comes back.
+        sendJson({ type: "end-shown" });
         end(
           `process exited with code ${message.code}`,
           message.code === 0 ? "ended" : "failed",
@@ -283,6 +286,7 @@
         break;
       case "error":
         state.error = { code: message.code, message: message.message };
+        sendJson({ type: "end-shown" });
         end(
           `${message.code}: ${message.message}`,
           "failed",
