@@ -21,7 +21,7 @@ from kuber_exec_core.channels import Message, accept_subprotocol
 
 from .._backend import ConnectionEnd
 from .._groups import single_exception
-from ._keepalive import Activity, SharedKeepalive
+from ._keepalive import Activity, SharedKeepalive, Turn
 from ._transport import TransportClosed, TransportOpener, TransportOptions, WebSocketTransport
 
 __all__ = [
@@ -134,18 +134,10 @@ class WebSocketExecConnection(ConnectionEnd):
         and no message meanwhile; see the class)."""
         if self._closed:
             return False
-        if not self._activity.idle_turn(self._receiving):
-            return True  # not idle: output came since the last turn, or the consumer is behind
-        received = self._activity.received
-        with anyio.move_on_after(pong_timeout) as deadline:
-            try:
-                await self._transport.ping()
-            except TransportClosed:
-                return False
-        if deadline.cancelled_caught and self._receiving and self._activity.received == received:
+        turn = await self._activity.turn(self._transport, lambda: self._receiving, pong_timeout)
+        if turn is Turn.DEAD:
             self._abort(f"no pong from the server within {pong_timeout:g} s")
-            return False
-        return True
+        return turn is Turn.ALIVE
 
     def keepalive_failed(self, error: Exception) -> None:
         """End the connection because pinging it raised ``error`` (``SharedKeepalive``)."""

@@ -11,10 +11,14 @@ removing a connection cancels its ping in flight, as cancelling its own keepaliv
 
 from __future__ import annotations
 
+import enum
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 import anyio
+
+from ._transport import TransportClosed, WebSocketTransport
 
 __all__ = ["Activity", "Pingable", "SharedKeepalive"]
 
@@ -53,6 +57,37 @@ class Activity:
         the last turn."""
         last, self._at_turn = self._at_turn, self.received
         return receiving and self.received == last
+
+    async def turn(
+        self,
+        transport: WebSocketTransport,
+        receiving: Callable[[], bool],
+        pong_timeout: float,
+    ) -> Turn:
+        """One keepalive turn of a connection over ``transport`` whose reader waits while
+        ``receiving()``: a ping when it is idle, and whether the peer is still there (see the
+        class)."""
+        if not self.idle_turn(receiving()):
+            return Turn.ALIVE  # not idle: data came since the last turn, or the reader is behind
+        received = self.received
+        with anyio.move_on_after(pong_timeout) as deadline:
+            try:
+                await transport.ping()
+            except TransportClosed:
+                return Turn.CLOSED
+        if deadline.cancelled_caught and receiving() and self.received == received:
+            return Turn.DEAD
+        return Turn.ALIVE
+
+
+class Turn(enum.Enum):
+    """How a keepalive turn (:meth:`Activity.turn`) found its connection."""
+
+    ALIVE = "alive"
+    #: The transport closed while pinging.
+    CLOSED = "closed"
+    #: No pong within the timeout while the reader waited, and no message meanwhile.
+    DEAD = "dead"
 
 
 class SharedKeepalive:

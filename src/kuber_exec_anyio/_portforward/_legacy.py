@@ -17,7 +17,7 @@ import anyio.abc
 from kuber_exec_core import ExecError, ExecErrorCode
 from kuber_exec_core.portforward import LegacyClient
 
-from .._connection._keepalive import Activity, SharedKeepalive
+from .._connection._keepalive import Activity, SharedKeepalive, Turn
 from .._connection._transport import TransportClosed, WebSocketTransport
 
 __all__ = ["LegacyStream"]
@@ -121,18 +121,10 @@ class LegacyStream(anyio.abc.ByteStream):
         (ended, or found dead now: no pong and no message while the reader waited)."""
         if self._closed or self._ended:
             return False
-        if not self._activity.idle_turn(self._receiving):
-            return True  # not idle: data came since the last turn, or the reader is behind
-        received = self._activity.received
-        with anyio.move_on_after(pong_timeout) as deadline:
-            try:
-                await self._transport.ping()
-            except TransportClosed:
-                return False
-        if deadline.cancelled_caught and self._receiving and self._activity.received == received:
+        turn = await self._activity.turn(self._transport, lambda: self._receiving, pong_timeout)
+        if turn is Turn.DEAD:
             self._drop(f"no pong from the server within {pong_timeout:g} s")
-            return False
-        return True
+        return turn is Turn.ALIVE
 
     def keepalive_failed(self, error: Exception) -> None:
         """Drop the connection: pinging it raised ``error`` (a bug, not a dead peer)."""
