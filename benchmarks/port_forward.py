@@ -22,7 +22,6 @@ import contextlib
 import json
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from pod_servers import echo as echo_handler
-from pod_servers import firehose as firehose_handler
-from pod_servers import serve
+from forward_sockets import connections, serve, throughput
+from forward_sockets import echo as echo_handler
+from forward_sockets import firehose as firehose_handler
 
 import kuber_exec_asyncio
 import kuber_exec_trio
@@ -120,62 +119,6 @@ def kuber_listener(sandbox: Sandbox, remote: int, adapter: Any, transport: str) 
 
 
 # -- measurements --------------------------------------------------------------------------------
-
-
-def throughput(port: int, size: int) -> float:
-    """MiB/s reading ``size`` bytes to the end from ``port``."""
-    started = time.perf_counter()
-    got = 0
-    with socket.create_connection(("127.0.0.1", port)) as client:
-        while data := client.recv(1 << 20):
-            got += len(data)
-    elapsed = time.perf_counter() - started
-    assert got == size, (got, size)
-    return size / elapsed / (1 << 20)
-
-
-def one_connection(port: int) -> float:
-    started = time.perf_counter()
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
-        client.sendall(b"x")
-        if client.recv(1) != b"x":
-            raise OSError("no echo")
-    return time.perf_counter() - started
-
-
-def connections(port: int, sequential: int, concurrent: int) -> dict[str, Any]:
-    times: list[float] = []
-    failures = 0
-    for _ in range(sequential):
-        try:
-            times.append(one_connection(port))
-        except OSError:
-            failures += 1
-    crowd: list[float] = []
-    crowd_failures = [0]
-
-    def worker() -> None:
-        try:
-            crowd.append(one_connection(port))
-        except OSError:
-            crowd_failures[0] += 1
-
-    threads = [threading.Thread(target=worker) for _ in range(concurrent)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    def quantiles(values: list[float]) -> dict[str, float]:
-        if len(values) < 2:
-            return {}
-        cuts = statistics.quantiles(values, n=100)
-        return {"p50_ms": cuts[49] * 1000, "p99_ms": cuts[98] * 1000}
-
-    return {
-        "sequential": {"count": sequential, "failures": failures, **quantiles(times)},
-        "concurrent": {"count": concurrent, "failures": crowd_failures[0], **quantiles(crowd)},
-    }
 
 
 def failover(adapter: Any, echo: int, firehose: int, trials: int) -> dict[str, float]:

@@ -42,6 +42,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
+
+import forward_sockets  # noqa: E402  (benchmarks/: the sandbox bench's measurements too)
+from forward_sockets import one_connection  # noqa: E402
+
 DEPLOYMENT = "pf-bench"
 PROJECT = "kx-target"
 WS_MAIN = "ws-main-0001"  # tests/realcluster/kube.py: the tier's workspace
@@ -51,7 +55,7 @@ WS_MAIN = "ws-main-0001"  # tests/realcluster/kube.py: the tier's workspace
 
 
 def pod_servers(size: int) -> int:
-    from pod_servers import echo, firehose, serve  # benchmarks/: the sandbox bench's too
+    from forward_sockets import echo, firehose, serve  # benchmarks/: the sandbox bench's too
 
     print(json.dumps({"echo": serve(echo), "firehose": serve(firehose(size))}), flush=True)
     sys.stdin.read()
@@ -258,59 +262,11 @@ class Client:
 
 
 def throughput(port: int, size: int) -> float:
-    started = time.perf_counter()
-    got = 0
-    with socket.create_connection(("127.0.0.1", port), timeout=120) as client:
-        while data := client.recv(1 << 20):
-            got += len(data)
-    elapsed = time.perf_counter() - started
-    if got != size:
-        raise RuntimeError(f"{got} of {size} bytes arrived")
-    return size / elapsed / (1 << 20)
-
-
-def one_connection(port: int, timeout: float = 30) -> float:
-    started = time.perf_counter()
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as client:
-        client.sendall(b"x")
-        if client.recv(1) != b"x":
-            raise OSError("no echo")
-    return time.perf_counter() - started
-
-
-def _quantiles(values: list[float]) -> dict[str, float]:
-    if len(values) < 2:
-        return {}
-    cuts = statistics.quantiles(values, n=100)
-    return {"p50_ms": cuts[49] * 1000, "p99_ms": cuts[98] * 1000}
+    return forward_sockets.throughput(port, size, timeout=120)
 
 
 def connections(port: int, sequential: int, concurrent: int) -> dict[str, Any]:
-    times: list[float] = []
-    failures = 0
-    for _ in range(sequential):
-        try:
-            times.append(one_connection(port))
-        except OSError:
-            failures += 1
-    crowd: list[float] = []
-    crowd_failures = [0]
-
-    def worker() -> None:
-        try:
-            crowd.append(one_connection(port, timeout=60))
-        except OSError:
-            crowd_failures[0] += 1
-
-    threads = [threading.Thread(target=worker) for _ in range(concurrent)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return {
-        "sequential": {"count": sequential, "failures": failures, **_quantiles(times)},
-        "concurrent": {"count": concurrent, "failures": crowd_failures[0], **_quantiles(crowd)},
-    }
+    return forward_sockets.connections(port, sequential, concurrent, concurrent_timeout=60)
 
 
 def memory_per_connection(client: Client, count: int) -> float:
