@@ -354,10 +354,7 @@ async def test_a_server_ending_with_its_pod_is_an_error_and_the_next_connection_
             with anyio.fail_after(20):
                 async with await forward.connect(9000) as stream:
                     assert await read_to_end(stream) == b"web-a"  # a running pod: a clean end
-                with sandbox.cluster.changing():
-                    pod = sandbox.cluster.pod("pf", "web-a")
-                    assert pod is not None
-                    pod.deletion_timestamp = "2026-01-01T00:00:00Z"
+                _start_deleting(sandbox, "web-a")
                 async with await forward.connect(9000) as stream:
                     assert await stream.receive() == b"web-a"
                     with pytest.raises(ExecError) as caught:
@@ -387,10 +384,7 @@ async def test_a_connection_is_checked_against_its_own_pod_when_the_target_moves
             with anyio.fail_after(20):
                 async with await forward.connect(9000) as stream:
                     assert await read_to_end(stream) == b"web-a"
-                with sandbox.cluster.changing():
-                    pod = sandbox.cluster.pod("pf", "web-a")
-                    assert pod is not None
-                    pod.deletion_timestamp = "2026-01-01T00:00:00Z"
+                _start_deleting(sandbox, "web-a")
                 real_open = _tunnel.TunnelConnection.open
                 moved: list[bool] = []
 
@@ -428,10 +422,7 @@ async def test_new_connections_leave_a_terminating_pod_within_about_a_second(
             with anyio.fail_after(40):
                 async with await forward.connect(9000) as stream:
                     assert await read_to_end(stream) == b"web-a"
-                with sandbox.cluster.changing():
-                    pod = sandbox.cluster.pod("pf", "web-a")
-                    assert pod is not None
-                    pod.deletion_timestamp = "2026-01-01T00:00:00Z"
+                _start_deleting(sandbox, "web-a")
                 answers: list[bytes] = []
                 started = anyio.current_time()
                 while not answers or answers[-1] != b"web-b":
@@ -447,6 +438,14 @@ async def test_new_connections_leave_a_terminating_pod_within_about_a_second(
     assert set(answers) <= {failed, b"web-b"}
     assert took < 10, took  # about a second, with room for a loaded machine
     assert forward.target.pod == "web-b"
+
+
+def _start_deleting(sandbox: Sandbox, name: str) -> None:
+    """Mark pod ``name`` of the ``web`` Deployment as being deleted (its deletion timestamp)."""
+    with sandbox.cluster.changing():
+        pod = sandbox.cluster.pod("pf", name)
+        assert pod is not None
+        pod.deletion_timestamp = "2026-01-01T00:00:00Z"
 
 
 async def read_to_end(stream: anyio.abc.ByteStream) -> bytes:
@@ -472,10 +471,7 @@ async def test_with_the_watch_cache_new_connections_leave_a_terminating_pod(
         async with adapter.PortForward(service, WORKSPACE, "web", transport="tunnel") as forward:
             with anyio.fail_after(20):
                 held = await forward.connect(8080)
-                with sandbox.cluster.changing():
-                    pod = sandbox.cluster.pod("pf", "web-a")
-                    assert pod is not None
-                    pod.deletion_timestamp = "2026-01-01T00:00:00Z"
+                _start_deleting(sandbox, "web-a")
                 await cache.wait_until(
                     lambda store: (
                         store.namespace("pf").pods.items["web-a"].deletion_timestamp is not None
