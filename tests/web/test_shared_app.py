@@ -22,6 +22,7 @@ from kuber_exec_web import TerminalRefused, TerminalRequest, create_app, token_a
 from support import DEMO, eventually
 from support.web import TOKEN
 from support.web import control as _control
+from support.web import output_until as _output_until
 from support.web import terminal as _terminal
 
 from .app_server import serve_app
@@ -252,14 +253,8 @@ async def test_a_page_dropped_as_its_shell_exits_comes_back_for_the_exit_code(
         await eventually(lambda: any(e.phase == "ended" for e in events), "the shell's end")
         async with page.rejoin(address) as ws:
             page.opened(await _control(ws))
-            rest = b""
-            while not isinstance(message := await ws.recv(), str) or json.loads(message)[
-                "type"
-            ] in ("ping", "viewers"):
-                if isinstance(message, bytes):
-                    rest += message
-            assert json.loads(message) == {"type": "exit", "code": 7}
-    assert b"bye" in rest  # the output the page had not got, then the exit
+            await _output_until(ws, b"bye")  # the output the page had not got
+            assert await _control(ws) == {"type": "exit", "code": 7}  # then the exit
     phases = [event.phase for event in events]
     assert phases.count("attached") == 2
     assert phases[-1] == "left"
