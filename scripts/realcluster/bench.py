@@ -185,6 +185,40 @@ def measure_peer(
     return (float(value) if value is not None else None), version
 
 
+def throughput_table(
+    ours: dict[tuple[str, str], float],
+    peers_measured: dict[tuple[str, str], float | None],
+    peers: tuple[str, ...],
+    size: int,
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """The throughput table's lines and rows: kuber-exec's four (``ours``: bytes/s by
+    (runtime, kind)), then each peer's own median (``peers_measured``: bytes/s by (peer,
+    "throughput"), ``None`` when it could not run) with the best of ours over it."""
+    best_ours = max(ours[(r, k)] for r in ("trio", "asyncio") for k in THROUGHPUT_KINDS)
+    lines = [f"{'library, in process: head -c ' + str(size // MB) + ' MB':52} {'MB/s':>8} "
+             f"{'best ours/this':>15}"]  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    for runtime in ("trio", "asyncio"):
+        for kind in THROUGHPUT_KINDS:
+            rate = ours[(runtime, kind)]
+            label = f"kuber-exec {runtime} {kind} (Deployment resolved)"
+            lines.append(f"{label:52} {rate / MB:8.1f}")
+            rows.append({"client": label, "mb_s": rate / MB})
+    for peer in peers:
+        peer_rate = peers_measured.get((peer, "throughput"))
+        smaller = PEER_BYTES.get(peer, size) < size
+        label = f"{peer} (pod known{f', {PEER_BYTES[peer] // MB} MB' if smaller else ''})"
+        if peer_rate is None:
+            lines.append(f"{label:52} {'-':>8} {'-':>15}")
+            rows.append({"client": label, "mb_s": None})
+            continue
+        lines.append(f"{label:52} {peer_rate / MB:8.1f} {best_ours / peer_rate:9.2f}x")
+        rows.append(
+            {"client": label, "mb_s": peer_rate / MB, "best_ours_over_this": best_ours / peer_rate}
+        )
+    return lines, rows
+
+
 def _commit() -> str:
     done = subprocess.run(
         ["git", "-C", str(REPO), "describe", "--always", "--dirty"],
@@ -284,33 +318,10 @@ def main() -> int:
             print(line)
         say("(ratio: kubectl's time over kuber-exec's; > 1: kuber-exec faster)")
     # The library against the peers: throughput.
-    best_ours = max(med[(r, k)] for r in ("trio", "asyncio") for k in ("execute", "interactive"))
-    throughput: list[dict[str, Any]] = []
+    lines, throughput = throughput_table(med, peer_med, peers, args.bytes)
     say("")
-    say(f"{'library, in process: head -c ' + str(args.bytes // MB) + ' MB':52} {'MB/s':>8} "
-        f"{'best ours/this':>15}")  # fmt: skip
-    for runtime in ("trio", "asyncio"):
-        for kind in ("execute", "interactive"):
-            rate = med[(runtime, kind)]
-            label = f"kuber-exec {runtime} {kind} (Deployment resolved)"
-            say(f"{label:52} {rate / MB:8.1f}")
-            throughput.append({"client": label, "mb_s": rate / MB})
-    for peer in peers:
-        peer_rate = peer_med.get((peer, "throughput"))
-        size_note = (
-            f", {PEER_BYTES[peer] // MB} MB"
-            if PEER_BYTES.get(peer, args.bytes) < args.bytes
-            else ""
-        )
-        label = f"{peer} (pod known{size_note})"
-        if peer_rate is None:
-            say(f"{label:52} {'-':>8} {'-':>15}")
-            throughput.append({"client": label, "mb_s": None})
-            continue
-        say(f"{label:52} {rate / MB:8.1f} {best_ours / rate:9.2f}x")
-        throughput.append(
-            {"client": label, "mb_s": rate / MB, "best_ours_over_this": best_ours / rate}
-        )
+    for line in lines:
+        say(line)
     if not peers:
         say("(peers not measured: " + ("--no-peers" if args.no_peers else "no peers venv") + ")")
     # Latency.
