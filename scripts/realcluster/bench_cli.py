@@ -73,6 +73,11 @@ class Clients:
     def exec_kubectl(self, command: list[str]) -> list[str]:
         return [*self.kubectl, "exec", f"deploy/{DEPLOYMENT}", "-c", "main", "--", *command]
 
+    def exec_kubectl_in_pod(self, command: list[str]) -> list[str]:
+        # By name: the tier's `impostor` pod also matches the shell Deployment's selector, and
+        # `kubectl exec deploy/shell` may pick it (it resolves by selector, not by owner).
+        return [*self.kubectl, "exec", self.pod, "-c", "main", "--", *command]
+
     def cp_ours(self, source: str, destination: str) -> list[str]:
         return [*self.ours, "cp", *self.workspace, "--no-progress", source, destination]
 
@@ -130,7 +135,7 @@ def plan(clients: Clients, work: Path, size: int, tree_files: int) -> dict[str, 
 
     def cleared(argv: list[str], path: str) -> Callable[[], float]:
         def run() -> float:
-            subprocess.run(clients.exec_kubectl(["rm", "-rf", path]), check=True, env=env,
+            subprocess.run(clients.exec_kubectl_in_pod(["rm", "-rf", path]), check=True, env=env,
                            capture_output=True)  # fmt: skip
             return timed(argv, env)
 

@@ -111,6 +111,9 @@ class _Session:
         # Output bytes sent, and after how many the connection is to be dropped (a fault).
         self._sent = 0
         self._drop_after: int | None = None
+        # After how many output bytes the rest is dropped while the session goes on (a fault).
+        self._cut_after: int | None = None
+        self._cut = False
         self.close_code = _CLOSE_NORMAL
         self.close_reason = ""
         #: Whether a drop fault ended the session (the connection then ends without a Close).
@@ -122,6 +125,9 @@ class _Session:
         if self._drop_after is not None:
             # A test counts its command's bytes: kuber-exec's start mark comes on top.
             self._drop_after += supervision_mark_length(self._plan.command)
+        self._cut_after = self._faults.take_cut(pod.namespace, pod.name)
+        if self._cut_after is not None:
+            self._cut_after += supervision_mark_length(self._plan.command)
         try:
             child = await self._start()
             if isinstance(child, bytes):
@@ -215,6 +221,16 @@ class _Session:
                     await self._ws.send_message(self._channel.output(channel, data[:room]))
                 raise _Dropped
             self._sent += len(data)
+        elif self._cut_after is not None:
+            room = max(self._cut_after - self._sent, 0)
+            self._sent += len(data)
+            if len(data) > room:
+                if not self._cut:
+                    self._cut = True
+                    self._faults.output_cut()
+                if not room:
+                    return
+                data = data[:room]
         await self._ws.send_message(self._channel.output(channel, data))
 
     async def _send_status(self, status: bytes) -> None:

@@ -8,6 +8,10 @@ the server as requests arrive, so a test arms it *before* the call it wants to b
 - :meth:`Faults.drop_exec_after`: the next exec sessions send ``nbytes`` bytes of output, then
   the connection ends without a Close frame or a status, as a broken network or a dying node ends
   it (the command is killed);
+- :meth:`Faults.cut_exec_output_after`: the next exec sessions send ``nbytes`` bytes of output
+  and drop the rest, then end as usual, with the command's own status and a Close: the stream a
+  loaded 1.37 node was seen to end megabytes short of what ``tar c`` wrote, with ``Success``
+  (docs/protocol.md);
 - :meth:`Faults.answer_watches_gone`: the next watch requests are answered ``410 Gone``, whatever
   their ``resourceVersion`` (:meth:`~kuber_exec_sandbox.Cluster.compact` ends the open ones with
   an ``ERROR`` 410 event);
@@ -158,6 +162,7 @@ class Faults:
         self._lock = threading.Lock()
         self._refusals: list[_Armed] = []
         self._drops: list[_Armed] = []
+        self._cuts: list[_Armed] = []
         self._forward_drops: list[_Armed] = []
         self._start_failures: list[_Armed] = []
         self._ephemeral_refusals: list[_Armed] = []
@@ -172,6 +177,8 @@ class Faults:
         self.refused_execs = 0
         #: Exec sessions dropped by :meth:`drop_exec_after` so far.
         self.dropped_execs = 0
+        #: Exec sessions whose output was cut by :meth:`cut_exec_output_after` so far.
+        self.cut_execs = 0
         #: Port-forward WebSockets dropped by :meth:`drop_port_forward_after` so far.
         self.dropped_forwards = 0
         #: Exec sessions whose start failed by :meth:`fail_exec_start` so far.
@@ -236,6 +243,29 @@ class Faults:
         armed = _Armed(namespace, pod, _check_times(times), nbytes=nbytes)
         with self._lock:
             self._drops.append(armed)
+
+    def cut_exec_output_after(
+        self,
+        nbytes: int,
+        *,
+        namespace: str | None = None,
+        pod: str | None = None,
+        times: int | None = 1,
+    ) -> None:
+        """Let the next exec sessions send only their first ``nbytes`` bytes of output (stdout
+        and stderr data, counted together) and drop the rest, while the command runs on to its
+        end; the session then ends as usual, with the command's status and a Close. A command
+        that writes at most ``nbytes`` is not cut (nor counted in ``cut_execs``).
+
+        Raises:
+            ExecError: ``EXEC_INVALID`` when ``nbytes`` is negative, or ``times`` is not
+                positive.
+        """
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ExecError(ExecErrorCode.INVALID, "nbytes must be a non-negative integer")
+        armed = _Armed(namespace, pod, _check_times(times), nbytes=nbytes)
+        with self._lock:
+            self._cuts.append(armed)
 
     def drop_port_forward_after(
         self,
@@ -389,6 +419,7 @@ class Faults:
         with self._lock:
             self._refusals.clear()
             self._drops.clear()
+            self._cuts.clear()
             self._forward_drops.clear()
             self._start_failures.clear()
             self._ephemeral_refusals.clear()
@@ -451,6 +482,16 @@ class Faults:
         """For the server: after how many output bytes this session is dropped, if it is."""
         fault = self._take(self._drops, namespace, pod)
         return None if fault is None else fault.nbytes
+
+    def take_cut(self, namespace: str, pod: str) -> int | None:
+        """For the server: after how many output bytes this session's output is cut, if it is."""
+        fault = self._take(self._cuts, namespace, pod)
+        return None if fault is None else fault.nbytes
+
+    def output_cut(self) -> None:
+        """For the server: a session's output was cut by :meth:`cut_exec_output_after`."""
+        with self._lock:
+            self.cut_execs += 1
 
     def session_dropped(self) -> None:
         """For the server: a session was dropped by :meth:`drop_exec_after`."""

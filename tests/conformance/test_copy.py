@@ -271,6 +271,70 @@ async def test_a_cut_download_without_retries_fails_and_leaves_nothing(
     assert os.listdir(tmp_path) == ["big.bin"]
 
 
+async def test_a_download_cut_short_with_a_clean_end_resumes_from_the_last_byte(
+    adapter: Any, pods: Pods, service: Any, tmp_path: Path
+) -> None:
+    # What a loaded 1.37 node did to a tar stream: megabytes missing at the end, and Success.
+    remote = tmp_path / "big.bin"
+    payload = os.urandom(2_000_000)
+    remote.write_bytes(payload)
+    faults = pods.sandbox.cluster.faults
+    before = faults.cut_execs
+    # The probe's output goes whole; the transfer's is cut after 700 kB.
+    faults.cut_exec_output_after(700_000, times=2)
+    try:
+        with anyio.fail_after(60):
+            result = await adapter.copy_from_pod(
+                service, target(adapter), str(remote), tmp_path / "got.bin"
+            )
+    finally:
+        faults.clear()
+    assert faults.cut_execs == before + 1
+    assert result.retries == 1
+    assert result.sha256_verified
+    assert (tmp_path / "got.bin").read_bytes() == payload
+
+
+async def test_a_tree_cut_short_with_a_clean_end_starts_over(
+    adapter: Any, pods: Pods, service: Any, tmp_path: Path
+) -> None:
+    tree = tmp_path / "tree"
+    make_tree(tree)
+    faults = pods.sandbox.cluster.faults
+    before = faults.cut_execs
+    faults.cut_exec_output_after(100_000, times=2)
+    try:
+        with anyio.fail_after(60):
+            result = await adapter.copy_from_pod(
+                service, target(adapter), str(tree), tmp_path / "got"
+            )
+    finally:
+        faults.clear()
+    assert faults.cut_execs == before + 1
+    assert result.retries == 1
+    assert result.sha256_verified
+    assert tree_listing(tmp_path / "got") == tree_listing(tree)
+
+
+async def test_a_tree_cut_short_without_retries_fails_and_leaves_nothing(
+    adapter: Any, pods: Pods, service: Any, tmp_path: Path
+) -> None:
+    tree = tmp_path / "tree"
+    make_tree(tree)
+    faults = pods.sandbox.cluster.faults
+    faults.cut_exec_output_after(100_000, times=2)
+    try:
+        with pytest.raises(adapter.CopyError) as caught, anyio.fail_after(60):
+            await adapter.copy_from_pod(
+                service, target(adapter), str(tree), tmp_path / "got", retries=0
+            )
+    finally:
+        faults.clear()
+    assert caught.value.problem is adapter.CopyProblem.CONNECTION_LOST
+    assert "arrived short" in caught.value.message
+    assert sorted(os.listdir(tmp_path)) == ["tree"]
+
+
 # -- errors -----------------------------------------------------------------------------------
 
 

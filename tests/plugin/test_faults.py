@@ -122,6 +122,10 @@ def test_refusals_need_an_error_status_and_positive_times(kuber_sandbox: KuberSa
             faults.refuse_exec(403, times=times)
     with pytest.raises(ExecError, match="nbytes must be a non-negative integer"):
         faults.drop_exec_after(-1)
+    with pytest.raises(ExecError, match="nbytes must be a non-negative integer"):
+        faults.cut_exec_output_after(-1)
+    with pytest.raises(ExecError, match="times must be a positive integer"):
+        faults.cut_exec_output_after(10, times=0)
 
 
 # -- dropped connections -------------------------------------------------------------------------
@@ -158,6 +162,20 @@ async def test_a_command_that_writes_less_than_n_bytes_ends_normally(
     assert kuber_sandbox.faults.dropped_execs == 0
     kuber_sandbox.faults.clear()
     assert (await kuber_service.execute(target.request("head", "-c", "99", "/dev/zero"))).stdout
+
+
+@pytest.mark.parametrize("nbytes", [0, 1, 40_000])
+async def test_cut_output_ends_as_usual_with_only_the_first_n_bytes(
+    kuber_sandbox: KuberSandbox, kuber_service: Any, nbytes: int
+) -> None:
+    target = kuber_sandbox.add_workspace()
+    command = target.request("sh", "-c", "head -c 100000 /dev/zero; echo done >&2")
+    kuber_sandbox.faults.cut_exec_output_after(nbytes)
+    result = await kuber_service.execute(command)
+    # The command ran to its end (its status came); what it wrote past n bytes never did.
+    assert (result.exit_code, result.stdout, result.stderr) == (0, b"\0" * nbytes, b"")
+    assert kuber_sandbox.faults.cut_execs == 1
+    assert (await kuber_service.execute(command)).stderr == b"done\n"
 
 
 # -- 410 Gone on watches -------------------------------------------------------------------------

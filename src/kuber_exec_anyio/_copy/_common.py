@@ -13,8 +13,9 @@ What every copy guarantees:
   stream's for a directory) is compared with the container's when it has ``sha256sum``
   (:attr:`CopyResult.sha256_verified` says whether it did).
 - **v4** works: an upload is delimited by its size, since v4 cannot close stdin.
-- A file **download resumes** from the last byte received after a lost connection
-  (``retries`` times); a directory restarts nothing and fails with ``CONNECTION_LOST``.
+- A file **download resumes** from the last byte received after a lost connection or a stream
+  cut short under a clean end (``retries`` times); a directory starts over, then fails with
+  ``CONNECTION_LOST``.
 - An archive from the container is extracted through the core's ``ExtractionPolicy``: nothing
   is written outside the new directory (``..``, absolute names, links, devices, setuid).
 - Errors are :class:`CopyError` with a :class:`CopyProblem`.
@@ -102,7 +103,8 @@ class CopyResult:
         sha256_verified: whether the container computed the same (``False``: it has no
             ``sha256sum``, and only the size was checked).
         files: regular files moved (hard links included).
-        retries: reconnections a download needed.
+        retries: reconnections a download needed (resumptions of a file, new starts of a
+            directory).
         skipped: what was left out, each with its reason (local sockets or FIFOs; symlinks
             under ``SymlinkRule.SKIP_*``).
     """

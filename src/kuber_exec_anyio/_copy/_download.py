@@ -17,6 +17,7 @@ from kuber_exec_core.copy import (
     CopyError,
     CopyProblem,
     Probe,
+    Summary,
     check_readable,
     check_remote_path,
     check_retries,
@@ -80,8 +81,9 @@ async def copy_from_pod(
     local file only with ``overwrite`` (it is written beside it and renamed when complete); a
     directory is always extracted into a new local directory, through the core's
     ``ExtractionPolicy`` (``symlinks`` and ``limits`` are its options), and removed again if
-    the copy fails. A file download that loses its connection resumes from the last byte
-    received, up to ``retries`` times.
+    the copy fails. A file download that loses its connection, or whose stream ends short
+    though the command ended well, resumes from the last byte received; a directory starts
+    over; each up to ``retries`` times (:attr:`CopyResult.retries`).
 
     Raises:
         CopyError: ``NO_SUCH_PATH``, ``UNSUPPORTED``, ``PERMISSION_DENIED``, ``NO_TAR`` (a
@@ -104,7 +106,16 @@ async def copy_from_pod(
         audit_local = destination
         if probe.kind == "dir":
             result = await _download_tree(
-                service, target, remote, destination, probe, state, symlinks, limits, progress
+                service,
+                target,
+                remote,
+                destination,
+                probe,
+                state,
+                retries,
+                symlinks,
+                limits,
+                progress,
             )
         else:
             result = await _download_file(
@@ -272,10 +283,15 @@ async def _stream_file(
         )
         summary = parse_summary(bytes(transfer.stderr))
         if transfer.exited_cleanly:
-            break
-        failure = transfer_failure(transfer, summary, where)
-        if failure.problem is not CopyProblem.CONNECTION_LOST or attempt >= retries:
-            raise failure
+            # A clean end short of the file: the stream was cut on the way although the command
+            # sent it all (seen on a loaded 1.37 node), or the file shrank. Resumed like a lost
+            # connection; a file that really shrank stays short and fails below.
+            if state.moved >= total or attempt >= retries:
+                break
+        else:
+            failure = transfer_failure(transfer, summary, where)
+            if failure.problem is not CopyProblem.CONNECTION_LOST or attempt >= retries:
+                raise failure
         attempt += 1
     if state.moved != total:
         raise CopyError(
@@ -305,6 +321,7 @@ async def _download_tree(
     destination: str,
     probe: Probe,
     state: Moved,
+    retries: int,
     symlinks: SymlinkRule,
     limits: TarLimits | None,
     progress: CopyProgress | None,
@@ -315,6 +332,45 @@ async def _download_tree(
             f"copying the directory {remote!r} needs tar in the container, which has none "
             "(single files copy without it)",
         )
+    where = f"download of {remote!r}"
+    attempt = 0
+    while True:
+        state.moved = 0
+        try:
+            result = await _tree_once(
+                service, target, remote, destination, probe, state, symlinks, limits, progress
+            )
+        except _CutShort as cut:
+            # The next `tar c` need not make the same stream: start over, into a fresh
+            # directory (this attempt's was removed).
+            if attempt >= retries:
+                raise CopyError(CopyProblem.CONNECTION_LOST, f"{where}: {cut.reason}") from None
+            attempt += 1
+            continue
+        return attrs.evolve(result, retries=attempt)
+
+
+class _CutShort(Exception):
+    """One tree download's stream did not arrive whole, for a reason a new attempt may not
+    meet: a lost connection, or a clean end short of what the container sent."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+async def _tree_once(
+    service: ExecService,
+    target: CopyTarget,
+    remote: str,
+    destination: str,
+    probe: Probe,
+    state: Moved,
+    symlinks: SymlinkRule,
+    limits: TarLimits | None,
+    progress: CopyProgress | None,
+) -> CopyResult:
+    # One `tar c` of the directory, extracted into ``destination`` (removed again on failure).
     extractor = LocalExtractor(destination, ExtractionPolicy(limits, symlink_rule=symlinks))
     reader = TarReader(limits)
     digest = hashlib.sha256()
@@ -352,9 +408,20 @@ async def _download_tree(
             )
             summary = parse_summary(bytes(transfer.stderr))
             if not transfer.exited_cleanly:
-                raise transfer_failure(transfer, summary, where)
+                failure = transfer_failure(transfer, summary, where)
+                if failure.problem is CopyProblem.CONNECTION_LOST:
+                    raise _CutShort(failure.message.removeprefix(f"{where}: "))
+                raise failure
             reader.end_of_input()
-            drain()
+            try:
+                drain()
+            except TarError:
+                if _sent_otherwise(summary, probe, digest.hexdigest(), state.moved):
+                    raise _CutShort(
+                        f"the archive arrived short ({state.moved} bytes) of what the "
+                        "container sent, although its command ended well"
+                    ) from None
+                raise
             verified = check_summary(
                 summary,
                 size=state.moved,
@@ -380,3 +447,14 @@ async def _download_tree(
         files=extractor.files,
         skipped=tuple(f"{s.member.name}: {s.reason}" for s in extractor.skipped),
     )
+
+
+def _sent_otherwise(summary: Summary, probe: Probe, digest: str, moved: int) -> bool:
+    """Whether an incomplete archive from a command that ended well was cut on the way rather
+    than written so by ``tar`` (which a new attempt would only repeat). The script's last words
+    are its summary on stderr (the stream's sha256, or its byte count without ``sha256sum``,
+    and tar's status): missing, it was cut with the stream's tail; present, it says what the
+    container sent, which is not what arrived."""
+    if summary.checksum is None or summary.tar_status is None:
+        return True
+    return summary.checksum != (digest if probe.sha256sum else str(moved))
