@@ -348,6 +348,7 @@ def main() -> int:
     if versions:
         say("")
         say("peers: " + "; ".join(f"{peer}: {v}" for peer, v in versions.items() if v))
+    NOTES.extend(bench_cli.failure_notes(cli_rows))
     for note in dict.fromkeys(NOTES):
         say(f"note: {note}")
     # (The name fits the docs' results-table marker: letters, digits and underscores.)
