@@ -3,8 +3,9 @@
 Each copy is ordinary execs through an :class:`ExecService` (so the same targeting, ownership
 checks, limits and audit apply as to any exec): a probe (what the remote path is, whether the
 image has ``tar`` and ``sha256sum``), then one transfer (``_transfer``) whose stdin or
-stdout carries the bytes, as ``head -c N`` into a file, ``tar x`` of a measured archive,
-``tail -c +N`` of a file or ``tar c`` of a directory (``kuber_exec_core.copy`` has the scripts).
+stdout carries the bytes, as ``dd count=N`` (or ``head -c N``) into a file, ``tar x`` of a
+measured archive, ``cat`` or ``tail -c +N`` of a file or ``tar c`` of a directory
+(``kuber_exec_core.copy`` has the scripts).
 
 What every copy guarantees:
 

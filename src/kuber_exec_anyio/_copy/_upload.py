@@ -1,6 +1,7 @@
-"""Files into a workspace's pods: ``copy_to_pod`` (a file or a directory, as ``head -c N`` into
-a file or ``tar x`` of a measured archive) and ``upload_stream`` (bytes from an async iterable
-into a file), each a probe and one transfer through the :class:`ExecService`."""
+"""Files into a workspace's pods: ``copy_to_pod`` (a file or a directory, as ``dd`` or
+``head -c`` of N bytes into a file, or ``tar x`` of a measured archive) and ``upload_stream``
+(bytes from an async iterable into a file), each a probe and one transfer through the
+:class:`ExecService`."""
 
 from __future__ import annotations
 
@@ -64,8 +65,9 @@ async def copy_to_pod(
 
     When ``remote`` is an existing directory the copy goes inside it under the local name;
     otherwise ``remote`` is the new name (its parent must exist). A file is written with
-    ``head -c`` (no ``tar`` needed) and takes the local permission bits; a directory is sent as
-    a tar stream into ``tar x`` (the remote directory is made if missing, merged if it exists).
+    ``dd`` (``head -c`` where dd lacks ``count_bytes``; no ``tar`` needed) and takes the local
+    permission bits; a directory is sent as a tar stream into ``tar x`` (the remote directory
+    is made if missing, merged if it exists).
     Symlinks are copied as symlinks; local sockets, FIFOs and devices are skipped.
 
     Raises:
