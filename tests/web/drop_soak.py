@@ -200,11 +200,13 @@ async def _drop(page: Page, proxy: DropProxy, seconds: float) -> float:
     reconnects = int(await page.evaluate("kuberExec.reconnects"))
     proxy.cut(seconds)
     back = time.monotonic() + seconds
+    # Seen reconnecting, or already back from it (under a batch's load a poll can come after
+    # the whole round trip); given as long as the reconnect itself.
     await _poll(
         page,
-        "document.body.dataset.state",
-        lambda state: state == "reconnecting",
-        within=15,
+        "[document.body.dataset.state, kuberExec.reconnects]",
+        lambda seen: seen[0] == "reconnecting" or int(seen[1]) > reconnects,
+        within=seconds + 30,
         what="the page showing reconnecting",
     )
     await _poll(
