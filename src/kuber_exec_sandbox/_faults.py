@@ -238,11 +238,7 @@ class Faults:
             ExecError: ``EXEC_INVALID`` when ``nbytes`` is negative, or ``times`` is not
                 positive.
         """
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
-            raise ExecError(ExecErrorCode.INVALID, "nbytes must be a non-negative integer")
-        armed = _Armed(namespace, pod, _check_times(times), nbytes=nbytes)
-        with self._lock:
-            self._drops.append(armed)
+        self._arm_after(self._drops, nbytes, namespace, pod, times)
 
     def cut_exec_output_after(
         self,
@@ -261,11 +257,7 @@ class Faults:
             ExecError: ``EXEC_INVALID`` when ``nbytes`` is negative, or ``times`` is not
                 positive.
         """
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
-            raise ExecError(ExecErrorCode.INVALID, "nbytes must be a non-negative integer")
-        armed = _Armed(namespace, pod, _check_times(times), nbytes=nbytes)
-        with self._lock:
-            self._cuts.append(armed)
+        self._arm_after(self._cuts, nbytes, namespace, pod, times)
 
     def drop_port_forward_after(
         self,
@@ -285,11 +277,7 @@ class Faults:
             ExecError: ``EXEC_INVALID`` when ``nbytes`` is negative, or ``times`` is not
                 positive.
         """
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
-            raise ExecError(ExecErrorCode.INVALID, "nbytes must be a non-negative integer")
-        armed = _Armed(namespace, pod, _check_times(times), nbytes=nbytes)
-        with self._lock:
-            self._forward_drops.append(armed)
+        self._arm_after(self._forward_drops, nbytes, namespace, pod, times)
 
     def take_forward_drop(self, namespace: str, pod: str) -> int | None:
         """For the server: after how many bytes this port-forward WebSocket is dropped."""
@@ -425,6 +413,21 @@ class Faults:
             self._ephemeral_refusals.clear()
             self._gone_watches = 0
         self.release()
+
+    def _arm_after(
+        self,
+        armed: list[_Armed],
+        nbytes: int,
+        namespace: str | None,
+        pod: str | None,
+        times: int | None,
+    ) -> None:
+        # The byte-count faults' one check and arming (drops and cuts alike).
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ExecError(ExecErrorCode.INVALID, "nbytes must be a non-negative integer")
+        fault = _Armed(namespace, pod, _check_times(times), nbytes=nbytes)
+        with self._lock:
+            armed.append(fault)
 
     # -- taking (the server) -------------------------------------------------------------------
 
