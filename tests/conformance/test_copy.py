@@ -25,6 +25,7 @@ import anyio
 import pytest
 
 from kuber_exec_core import ExecErrorCode, Workspace
+from kuber_exec_core.copy import UPLOAD_CHUNK_MIB
 from kuber_exec_core.tar import SymlinkRule
 from kuber_exec_sandbox import Cluster, PodSpec, Sandbox, run_sandbox_in_thread
 from support import backend_for
@@ -71,6 +72,26 @@ def pods(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pods]:
     )
     cluster.add_deployment(
         "copy", "bare", workspace_uid=WORKSPACE.uid, pods=[PodSpec(env={"PATH": str(bare_bin)})]
+    )
+    # A dd that changes what an upload writes (every NUL byte becomes byte 1) and reads back
+    # faithfully: the container holds other bytes than were sent.
+    corrupt_bin = root / "corrupt-bin"
+    corrupt_bin.mkdir()
+    real_dd = shutil.which("dd")
+    assert real_dd is not None
+    (corrupt_bin / "dd").write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        f'  "bs=65536 "*) "{real_dd}" "$@" | tr "\\\\000" "\\\\001" ;;\n'
+        f'  *) exec "{real_dd}" "$@" ;;\n'
+        "esac\n"
+    )
+    (corrupt_bin / "dd").chmod(0o755)
+    cluster.add_deployment(
+        "copy",
+        "corrupting",
+        workspace_uid=WORKSPACE.uid,
+        pods=[PodSpec(env={"PATH": f"{corrupt_bin}:{path}"})],
     )
     cluster.add_deployment("copy", "foreign", workspace_uid="someone-else", pods=[PodSpec()])
     with run_sandbox_in_thread(cluster) as sandbox:
@@ -152,6 +173,34 @@ async def test_a_file_goes_up_and_comes_back_checked(
     assert down.sha256_verified
     assert down.retries == 0
     assert not list(down_dir.glob("*partial*"))
+
+
+async def test_a_file_of_several_chunks_is_summed_as_it_is_written(
+    adapter: Any, service: Any, tmp_path: Path
+) -> None:
+    # The container reads each chunk back while the next one arrives: two whole chunks and a
+    # partial one, each read exactly once and in order, or the sum would not match.
+    chunk = UPLOAD_CHUNK_MIB * 1024 * 1024
+    local = tmp_path / "chunks.bin"
+    local.write_bytes(os.urandom(2 * chunk + 12_345))
+    up = await adapter.copy_to_pod(service, target(adapter), local, str(tmp_path / "up.bin"))
+    assert up.size == 2 * chunk + 12_345
+    assert up.sha256_verified
+    assert up.sha256 == hashlib.sha256(local.read_bytes()).hexdigest()
+    assert (tmp_path / "up.bin").read_bytes() == local.read_bytes()
+
+
+async def test_an_upload_the_container_wrote_differently_fails_its_check(
+    adapter: Any, service: Any, tmp_path: Path
+) -> None:
+    # The sum is of the file as the container holds it, read back, not of the pipe.
+    local = tmp_path / "zeros.bin"
+    local.write_bytes(bytes(UPLOAD_CHUNK_MIB * 1024 * 1024 + 3))
+    with pytest.raises(adapter.CopyError) as caught:
+        await adapter.copy_to_pod(
+            service, target(adapter, "corrupting"), local, str(tmp_path / "up.bin")
+        )
+    assert caught.value.problem is adapter.CopyProblem.CHECKSUM_MISMATCH
 
 
 async def test_a_tree_goes_up_and_comes_back_the_same(

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from kuber_exec_core.copy import UPLOAD_CHUNK_MIB
+
 from .cri_runtime import CriRuntime
 from .runtime_backend import DEPLOYMENT, WORKSPACE, RuntimeBackend
 
@@ -58,3 +60,19 @@ async def test_a_tree_and_a_file_round_trip(
     with pytest.raises(adapter.CopyError) as caught:
         await adapter.copy_from_pod(service, target, f"{remote}/missing", tmp_path / "x")
     assert caught.value.problem is adapter.CopyProblem.NO_SUCH_PATH
+
+
+async def test_a_file_of_several_chunks_goes_up_summed_by_busybox(
+    adapter: ModuleType, service: Any, tmp_path: Path
+) -> None:
+    # busybox's dd and sha256sum: the upload's chunks are read back while the next arrives.
+    target = adapter.CopyTarget(WORKSPACE, DEPLOYMENT)
+    local = tmp_path / "chunks.bin"
+    local.write_bytes(os.urandom(2 * UPLOAD_CHUNK_MIB * 1024 * 1024 + 777))
+    remote = f"/tmp/kx-chunks-{uuid.uuid4().hex}"
+    up = await adapter.copy_to_pod(service, target, local, remote)
+    assert up.sha256_verified
+    assert up.sha256 == hashlib.sha256(local.read_bytes()).hexdigest()
+    back = await adapter.copy_from_pod(service, target, remote, tmp_path / "back.bin")
+    assert (tmp_path / "back.bin").read_bytes() == local.read_bytes()
+    assert back.sha256 == up.sha256

@@ -21,6 +21,7 @@ from ._checks import join_remote as join_remote
 from ._checks import upload_destination as upload_destination
 from ._problems import CopyError as CopyError
 from ._problems import CopyProblem as CopyProblem
+from ._remote import UPLOAD_CHUNK_MIB as UPLOAD_CHUNK_MIB
 from ._remote import Probe as Probe
 from ._remote import Summary as Summary
 from ._remote import download_file_command as download_file_command
@@ -41,6 +42,7 @@ __all__ = [
     # The commands and what they answer
     "Probe",
     "Summary",
+    "UPLOAD_CHUNK_MIB",
     "download_file_command",
     "download_tree_command",
     "parse_probe",

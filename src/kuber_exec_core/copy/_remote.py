@@ -11,7 +11,8 @@ The checksum of a tree is taken of the tar stream itself, in the same pass: ``te
 hands a copy of the stream to ``sha256sum`` (or ``wc -c`` without it), so the archive is read
 once, and the summary comes back as ``kx-sum=<value>`` on stderr, with ``kx-tar=<status>``. A
 file's checksum is taken of the file itself: beside the download (a second read, from the page
-cache), or after the upload (what was written). Both avoid ``tee`` on the file's path, whose
+cache), or of an upload's chunks as each is written, while the next one arrives (what was
+written, read back). Both avoid ``tee`` on the file's path, whose
 small buffered writes cost more than the checksum (a 100 MB download took three times as long
 through it).
 """
@@ -28,6 +29,7 @@ from ._problems import CopyError, CopyProblem
 __all__ = [
     "Probe",
     "Summary",
+    "UPLOAD_CHUNK_MIB",
     "download_file_command",
     "download_tree_command",
     "first_line",
@@ -61,24 +63,49 @@ echo "kind=$k parent=$q tar=$t sha256sum=$s readable=$r writable=$w size=$((n))"
 # `dd iflag=count_bytes` where dd has it (GNU, busybox 1.33+), which reads 64 KiB at a time,
 # else by `head -c`, whose small reads make it the slowest link of a large upload. dd's own
 # statistics are dropped from its messages, its errors kept (`no space left` names the
-# problem). The sha256 is then taken of the file as written, read back from the page cache: a
-# check of what the container holds, not only of what went through the pipe.
+# problem). The sha256 is taken of the file as written, read back from the page cache: a check
+# of what the container holds, not only of what went through the pipe. With dd, the file is
+# written in chunks of CHUNK MiB and each chunk's index goes down a pipe once it is written, so
+# the summer reads it back while the next one arrives (busybox's sha256sum costs about 0.45 s
+# per 100 MB, which then overlaps the transfer instead of following it). Without dd, the file is
+# read back once it is whole.
 _UPLOAD_FILE = """export LC_ALL=C
-exec 5>"$1" || exit 3
-if dd if=/dev/null of=/dev/null iflag=fullblock,count_bytes count=0 2>/dev/null; then
-  said=$(dd bs=65536 iflag=fullblock,count_bytes count="$2" 2>&1 >&5 5>&-) || {
-    printf '%s\\n' "$said" | grep -v -e ' records ' -e ' copied' >&2; exit 3; }
+f=$1 size=$2 mode=$3
+exec 5>"$f" || exit 3
+s=0; command -v sha256sum >/dev/null 2>&1 && s=1
+put() {
+  n=$size k=0
+  while [ "$n" -gt 0 ]; do
+    c=$(( n < CHUNK * 1048576 ? n : CHUNK * 1048576 ))
+    said=$(dd bs=65536 iflag=fullblock,count_bytes count="$c" 2>&1 >&5 5>&-) || {
+      printf '%s\\n' "$said" | grep -v -e ' records ' -e ' copied' >&2; return 3; }
+    echo "$k"; k=$((k + 1)); n=$((n - c))
+  done
+}
+summed() { sha256sum | { read h _; echo "kx-sum=$h" >&2; }; }
+if ! dd if=/dev/null of=/dev/null iflag=fullblock,count_bytes count=0 2>/dev/null; then
+  head -c "$size" >&5 5>&- || exit 3
+  exec 5>&-
+  [ "$s" = 1 ] && summed < "$f"
+elif [ "$s" = 1 ]; then
+  st=$( { { put; echo $? >&6; } | { while read k; do
+      dd if="$f" bs=1048576 skip=$((k * CHUNK)) count=CHUNK 2>/dev/null; done | summed; } 5>&-
+    } 6>&1 )
+  exec 5>&-
+  [ "$st" = 0 ] || exit 3
 else
-  head -c "$2" >&5 5>&- || exit 3
+  put >/dev/null || exit 3
+  exec 5>&-
 fi
-exec 5>&-
-if command -v sha256sum >/dev/null 2>&1; then
-  sha256sum < "$1" | { read h _; echo "kx-sum=$h" >&2; }
-fi
-[ -n "$3" ] && chmod "$3" "$1"
-n=$(stat -c %s -- "$1" 2>/dev/null) || n=$(wc -c < "$1")
+[ -n "$mode" ] && chmod "$mode" "$f"
+n=$(stat -c %s -- "$f" 2>/dev/null) || n=$(wc -c < "$f")
 echo "kx-size=$((n))" >&2
 """
+
+#: The upload's chunk, in MiB: the summer reads a chunk back while the next one is written, so
+#: what it reads after the last byte arrived is at most one chunk (about 35 ms with busybox),
+#: and each chunk costs two short-lived dd processes.
+UPLOAD_CHUNK_MIB = 8
 
 # $1 the directory to extract into (made if missing), $2 the archive's size. The archive goes
 # through tee to the summer in the same pass (see the module's description).
@@ -129,7 +156,8 @@ def probe_command(path: str) -> tuple[str, ...]:
 
 def upload_file_command(path: str, size: int, mode: int | None) -> tuple[str, ...]:
     """Write the next ``size`` bytes of stdin to ``path`` (then ``chmod`` it to ``mode``)."""
-    return _sh(_UPLOAD_FILE, path, str(size), "" if mode is None else f"{mode & 0o777:o}")
+    script = _UPLOAD_FILE.replace("CHUNK", str(UPLOAD_CHUNK_MIB))
+    return _sh(script, path, str(size), "" if mode is None else f"{mode & 0o777:o}")
 
 
 def upload_tree_command(directory: str, size: int, *, sha256: bool) -> tuple[str, ...]:
