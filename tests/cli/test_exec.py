@@ -3,19 +3,22 @@ against a sandbox in this test process reached through its kubeconfig (``--kubec
 
 from __future__ import annotations
 
+import hashlib
 import os
 import select
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from kuber_exec_core import Subprotocol
 from kuber_exec_sandbox import Sandbox, demo_cluster, run_sandbox_in_thread
 
-from .clirun import RUN_TIMEOUT_SECONDS, run_cli, spawn_cli
+from .clirun import KUBER_EXEC, RUN_TIMEOUT_SECONDS, cli_env, run_cli, spawn_cli
 
 ERROR_STATUS = 125
 ALL_BYTES = bytes(range(256))
@@ -124,6 +127,29 @@ def test_piped_stdin_reaches_the_command_and_ends_with_eof() -> None:
     done = run_cli("exec", "--sandbox", "-i", "web", "--", "cat", stdin=data)
     assert done.returncode == 0, done.stderr
     assert done.stdout == data
+
+
+@pytest.mark.parametrize("how", ["file", "pipe"])
+def test_megabytes_of_stdin_from_a_file_or_a_pipe_arrive_whole(how: str, tmp_path: Path) -> None:
+    # A regular file is read in place, a pipe through batches of ready reads: both hand on
+    # every byte in order and then the end of input (not a multiple of a read's 64 KiB).
+    data = os.urandom(3 * 1024 * 1024 + 12_345)
+    source = tmp_path / "stdin.bin"
+    source.write_bytes(data)
+    command = [*KUBER_EXEC, "exec", "--sandbox", "-i", "web", "--", "sha256sum"]
+    with open(source, "rb") as stdin:
+        if how == "file":
+            done = subprocess.run(command, stdin=stdin, capture_output=True, env=cli_env(),
+                                  timeout=RUN_TIMEOUT_SECONDS, check=False)  # fmt: skip
+        else:
+            cat = subprocess.Popen(["cat"], stdin=stdin, stdout=subprocess.PIPE)
+            assert cat.stdout is not None
+            done = subprocess.run(command, stdin=cat.stdout, capture_output=True, env=cli_env(),
+                                  timeout=RUN_TIMEOUT_SECONDS, check=False)  # fmt: skip
+            cat.stdout.close()
+            assert cat.wait(RUN_TIMEOUT_SECONDS) == 0
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0].decode() == hashlib.sha256(data).hexdigest()
 
 
 def test_empty_piped_stdin_is_an_immediate_eof() -> None:
