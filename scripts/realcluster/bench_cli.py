@@ -11,6 +11,7 @@ round with its kubectl counterpart so that a noisy neighbour slows both alike:
 - ``start-up``: ``exec DEPLOYMENT -- true`` against ``kubectl exec deploy/NAME -- true`` (both
   resolve the Deployment to a pod); ``--help`` as its own row;
 - ``exec stream``: ``exec -- head -c N /dev/zero > file`` (100 MB by default);
+- ``exec -i stdin``: ``exec -i -- sh -c 'cat > FILE; stat ...' < file`` (the same N bytes);
 - ``cp up`` / ``cp down``: one file of N bytes (kuber-exec verifies its checksum in the
   container; kubectl cp does not);
 - ``cp tree up`` / ``cp tree down``: a tree of small files (10,000 of 1 KiB by default).
@@ -85,9 +86,12 @@ class Clients:
         return [*self.kubectl, "cp", "-c", "main", source, destination]
 
 
-def timed(argv: list[str], env: dict[str, str], stdout: Any = subprocess.DEVNULL) -> float:
+def timed(
+    argv: list[str], env: dict[str, str], stdout: Any = subprocess.DEVNULL, stdin: Any = None
+) -> float:
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, stdout=stdout, stderr=subprocess.PIPE, check=False)
+    done = subprocess.run(argv, env=env, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
+                          check=False)  # fmt: skip
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"{argv[:6]}... exited {done.returncode}: {done.stderr[-1500:]!r}")
@@ -141,7 +145,21 @@ def plan(clients: Clients, work: Path, size: int, tree_files: int) -> dict[str, 
 
         return run
 
+    def from_file(argv: list[str]) -> Callable[[], float]:
+        # The file goes to the command's stdin; the command says how many bytes it wrote.
+        def run() -> float:
+            with big.open("rb") as stdin, sink.open("wb") as out:
+                seconds = timed(argv, env, stdout=out, stdin=stdin)
+            if sink.read_bytes().strip() != str(size).encode():
+                raise RuntimeError(f"{argv[:4]}...: wrote {sink.read_bytes()[:40]!r}, not {size}")
+            return seconds
+
+        return run
+
     head = ["head", "-c", str(size), "/dev/zero"]
+    # `; stat`: the shell keeps stdout open while cat reads (containerd cuts the stdin of a
+    # command that closed its stdout, docs/protocol.md).
+    into = ["sh", "-c", f"cat > {remote}-stdin.bin; stat -c %s {remote}-stdin.bin"]
     return {
         "start-up: exec -- true": (
             lambda: timed(clients.exec_ours(["true"]), env),
@@ -151,6 +169,10 @@ def plan(clients: Clients, work: Path, size: int, tree_files: int) -> dict[str, 
         f"exec stream {size // MB} MB to a file": (
             to_file(clients.exec_ours(head)),
             to_file(clients.exec_kubectl(head)),
+        ),
+        f"exec -i stdin {size // MB} MB from a file": (
+            from_file([*clients.ours, "exec", "-i", *clients.workspace, DEPLOYMENT, "--", *into]),
+            from_file([*clients.kubectl, "exec", "-i", clients.pod, "-c", "main", "--", *into]),
         ),
         f"cp {size // MB} MB up": (
             cleared(
