@@ -11,7 +11,8 @@ round with its kubectl counterpart so that a noisy neighbour slows both alike:
 - ``start-up``: ``exec DEPLOYMENT -- true`` against ``kubectl exec deploy/NAME -- true`` (both
   resolve the Deployment to a pod); ``--help`` as its own row;
 - ``exec stream``: ``exec -- head -c N /dev/zero > file`` (100 MB by default);
-- ``exec -i stdin``: ``exec -i -- sh -c 'cat > FILE; stat ...' < file`` (the same N bytes);
+- ``exec -i stdin``: ``exec -i -- sh -c 'cat > FILE; stat ...' < file`` (the same N bytes;
+  only where the server speaks v5, which closes the command's stdin);
 - ``cp up`` / ``cp down``: one file of N bytes (kuber-exec verifies its checksum in the
   container; kubectl cp does not);
 - ``cp tree up`` / ``cp tree down``: a tree of small files (10,000 of 1 KiB by default).
@@ -156,6 +157,9 @@ def plan(clients: Clients, work: Path, size: int, tree_files: int) -> dict[str, 
 
         return run
 
+    # Closing the command's stdin at the end of ours needs v5 (1.30+); kuber-exec's -i refuses
+    # a v4 server up front, where kubectl (SPDY) can close it: no row to compare there.
+    closes_stdin = kube.server_version(clients.cluster)[1] >= 30
     head = ["head", "-c", str(size), "/dev/zero"]
     # `; stat`: the shell keeps stdout open while cat reads (containerd cuts the stdin of a
     # command that closed its stdout, docs/protocol.md).
@@ -170,9 +174,19 @@ def plan(clients: Clients, work: Path, size: int, tree_files: int) -> dict[str, 
             to_file(clients.exec_ours(head)),
             to_file(clients.exec_kubectl(head)),
         ),
-        f"exec -i stdin {size // MB} MB from a file": (
-            from_file([*clients.ours, "exec", "-i", *clients.workspace, DEPLOYMENT, "--", *into]),
-            from_file([*clients.kubectl, "exec", "-i", clients.pod, "-c", "main", "--", *into]),
+        **(
+            {
+                f"exec -i stdin {size // MB} MB from a file": (
+                    from_file(
+                        [*clients.ours, "exec", "-i", *clients.workspace, DEPLOYMENT, "--", *into]
+                    ),
+                    from_file(
+                        [*clients.kubectl, "exec", "-i", clients.pod, "-c", "main", "--", *into]
+                    ),
+                )
+            }
+            if closes_stdin
+            else {}
         ),
         f"cp {size // MB} MB up": (
             cleared(
