@@ -155,7 +155,10 @@ def probe_command(path: str) -> tuple[str, ...]:
 
 
 def upload_file_command(path: str, size: int, mode: int | None) -> tuple[str, ...]:
-    """Write the next ``size`` bytes of stdin to ``path`` (then ``chmod`` it to ``mode``)."""
+    """Write the next ``size`` bytes of stdin to ``path`` (then ``chmod`` it to ``mode``); with
+    ``sha256sum`` in the container, ``kx-sum`` is the sha256 of the file as written, each
+    :data:`UPLOAD_CHUNK_MIB` chunk read back while the next one arrives (where dd has
+    ``count_bytes``; else once the file is whole), and ``kx-size`` its size."""
     script = _UPLOAD_FILE.replace("CHUNK", str(UPLOAD_CHUNK_MIB))
     return _sh(script, path, str(size), "" if mode is None else f"{mode & 0o777:o}")
 
