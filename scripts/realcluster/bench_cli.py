@@ -164,6 +164,12 @@ def plan(clients: Clients, work: Path, size: int, tree_files: int) -> dict[str, 
     # `; stat`: the shell keeps stdout open while cat reads (containerd cuts the stdin of a
     # command that closed its stdout, docs/protocol.md).
     into = ["sh", "-c", f"cat > {remote}-stdin.bin; stat -c %s {remote}-stdin.bin"]
+    stdin_row = {
+        f"exec -i stdin {size // MB} MB from a file": (
+            from_file([*clients.ours, "exec", "-i", *clients.workspace, DEPLOYMENT, "--", *into]),
+            from_file([*clients.kubectl, "exec", "-i", clients.pod, "-c", "main", "--", *into]),
+        )
+    }
     return {
         "start-up: exec -- true": (
             lambda: timed(clients.exec_ours(["true"]), env),
@@ -174,20 +180,7 @@ def plan(clients: Clients, work: Path, size: int, tree_files: int) -> dict[str, 
             to_file(clients.exec_ours(head)),
             to_file(clients.exec_kubectl(head)),
         ),
-        **(
-            {
-                f"exec -i stdin {size // MB} MB from a file": (
-                    from_file(
-                        [*clients.ours, "exec", "-i", *clients.workspace, DEPLOYMENT, "--", *into]
-                    ),
-                    from_file(
-                        [*clients.kubectl, "exec", "-i", clients.pod, "-c", "main", "--", *into]
-                    ),
-                )
-            }
-            if closes_stdin
-            else {}
-        ),
+        **(stdin_row if closes_stdin else {}),
         f"cp {size // MB} MB up": (
             cleared(
                 clients.cp_ours(str(big), f"{DEPLOYMENT}:{remote}-ours.bin"), f"{remote}-ours.bin"

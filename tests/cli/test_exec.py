@@ -137,15 +137,14 @@ def test_megabytes_of_stdin_from_a_file_or_a_pipe_arrive_whole(how: str, tmp_pat
     source = tmp_path / "stdin.bin"
     source.write_bytes(data)
     command = [*KUBER_EXEC, "exec", "--sandbox", "-i", "web", "--", "sha256sum"]
-    with open(source, "rb") as stdin:
-        if how == "file":
-            done = subprocess.run(command, stdin=stdin, capture_output=True, env=cli_env(),
-                                  timeout=RUN_TIMEOUT_SECONDS, check=False)  # fmt: skip
-        else:
-            cat = subprocess.Popen(["cat"], stdin=stdin, stdout=subprocess.PIPE)
+    with open(source, "rb") as file:
+        pipe = subprocess.PIPE
+        cat = None if how == "file" else subprocess.Popen(["cat"], stdin=file, stdout=pipe)
+        stdin = file if cat is None else cat.stdout
+        done = subprocess.run(command, stdin=stdin, capture_output=True, env=cli_env(),
+                              timeout=RUN_TIMEOUT_SECONDS, check=False)  # fmt: skip
+        if cat is not None:
             assert cat.stdout is not None
-            done = subprocess.run(command, stdin=cat.stdout, capture_output=True, env=cli_env(),
-                                  timeout=RUN_TIMEOUT_SECONDS, check=False)  # fmt: skip
             cat.stdout.close()
             assert cat.wait(RUN_TIMEOUT_SECONDS) == 0
     assert done.returncode == 0, done.stderr
