@@ -74,6 +74,8 @@ CLOSE_SILENT_PEER = 4408
 CLOSE_BAD_MESSAGE = 4400
 #: Another connection of the same viewer took over (the page does not reconnect).
 CLOSE_REPLACED = 4409
+#: The app failed (a bug, logged by the server): not a normal end, so the page reconnects.
+CLOSE_INTERNAL_ERROR = 1011
 #: The subprotocol prefixes a page offers its viewer key (coming back) or a join token with:
 #: secrets never go in a URL.
 VIEWER_PREFIX = "viewer."
@@ -261,6 +263,11 @@ class TerminalEndpoint:
             await self._serve(websocket, channel)
         except _Disconnected:
             pass
+        except Exception:
+            # Re-raised for the server to log; the page must not take the close for an end.
+            if channel.close_code == CLOSE_NORMAL:
+                channel.close_code, channel.close_reason = CLOSE_INTERNAL_ERROR, "internal error"
+            raise
         finally:
             await channel.close(channel.close_code, channel.close_reason)
 

@@ -23,6 +23,8 @@ import anyio.abc
 from websockets.client import ClientProtocol
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
+from websockets.protocol import State
+from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
 
 __all__ = ["RelayFailed", "relay_connect"]
@@ -54,7 +56,13 @@ class RelayConnection:
             await self._stream.send(data)
 
     async def send(self, message: str | bytes) -> None:
+        """Pass one message on. Once the holder's connection has ended (:meth:`receive`
+        returned ``None``), the message is dropped: the page is told of the end from there."""
         async with self._lock:
+            # The end may have been read while this task waited for the lock (a killed holder:
+            # the page's ack crossed the EOF); the protocol would refuse the frame.
+            if self._protocol.state is not State.OPEN:
+                return
             if isinstance(message, str):
                 self._protocol.send_text(message.encode("utf-8"))
             else:
@@ -74,26 +82,26 @@ class RelayConnection:
                     fragments = [bytes(event.data)]
                 elif event.opcode is Opcode.CONT:
                     fragments.append(bytes(event.data))
-                elif event.opcode is Opcode.CLOSE:
-                    close = self._protocol.close_rcvd
-                    self.close_code = None if close is None else close.code
-                    self.close_reason = "" if close is None else close.reason
-                    continue
                 else:
-                    continue
+                    continue  # Ping, Pong, Close: the protocol answers them; a Close is read below.
                 if event.fin:
                     whole = b"".join(fragments)
                     self._pending.append(whole.decode("utf-8") if text else whole)
             await self._flush_locked()
             if self._pending:
                 return self._pending.pop(0)
-            if self.close_code is not None or self._protocol.close_rcvd is not None:
+            # The holder's Close may have come with the handshake's answer (relay_connect).
+            close = self._protocol.close_rcvd
+            if close is not None:
+                self.close_code, self.close_reason = close.code, close.reason
+                return None
+            if self.close_code is not None:
                 return None
             try:
                 data = await self._stream.receive()
             except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
                 self._protocol.receive_eof()
-                self.close_code = self.close_code or 1006
+                self.close_code = 1006
                 return None
             self._protocol.receive_data(data)
 
@@ -123,7 +131,8 @@ async def relay_connect(
     uri = parse_uri(f"ws://{holder}{path_and_query}")
     protocol = ClientProtocol(
         uri,
-        subprotocols=[s for s in subprotocols],  # type: ignore[misc]
+        # None, not []: an empty list sends an empty header, which a server refuses.
+        subprotocols=[Subprotocol(s) for s in subprotocols] or None,
         max_size=_MAX_MESSAGE,
     )
     request = protocol.connect()

@@ -363,6 +363,25 @@ async def test_the_authorizer_names_the_user_the_terminal_acts_for(sandbox: Sand
     assert {e.role for e in events if e.viewer is not None} == {"owner"}
 
 
+async def test_a_failure_of_the_app_closes_with_1011_not_a_normal_end(
+    sandbox: Sandbox,
+) -> None:
+    """A bug in the app (here the authorization callable's; the server logs it): the
+    page gets 1011, which it treats as a drop; 1000 would tell it the terminal ended."""
+
+    def authorize(request: TerminalRequest) -> Any:
+        raise RuntimeError("a bug in the platform's authorizer")
+
+    async with adapter.KubernetesBackend(adapter.ClusterConfig(sandbox.url)) as backend:
+        app = create_app(adapter.ExecService(backend), authorize, default_deployment="web")
+        async with serve_app(app) as address:
+            with anyio.fail_after(30):
+                async with _terminal(address, token=None) as ws:
+                    with pytest.raises(ConnectionClosed):
+                        await ws.recv()
+                    assert (ws.close_code, ws.close_reason) == (1011, "internal error")
+
+
 async def test_an_authorizer_returning_something_else_is_a_type_error() -> None:
     from kuber_exec_web._authorize import call_authorize
 

@@ -239,6 +239,11 @@ async def test_a_killed_holder_s_shell_is_ended_by_the_survivor(
                 ended = await _control(ws)
                 assert (ended["type"], ended["code"]) == ("error", "EXEC_FAILED")
                 assert "replica holding this session is gone" in ended["message"]
+                # As the page does: it waits for the app's close, which says not to retry. (A
+                # client closing at the same moment as the app can crash hypercorn's trio
+                # worker: docs/web.md.)
+                await ws.wait_closed()
+                assert ws.close_code == 4403
                 # Its connection to the pod went with it, but not the shell: a runtime lets it
                 # run (the sandbox too); ending it is the survivor's job.
                 assert _alive(shell)
@@ -264,5 +269,7 @@ async def test_a_killed_holder_s_shell_is_ended_by_the_survivor(
                 "the dead replica's session unrecorded",
             )
     finally:
-        for replica in processes:
+        for index, replica in enumerate(processes):
             replica.stop()
+            # Shown by pytest when the test failed: what each replica logged.
+            print(f"--- replica {index} stderr ---", *replica.stderr_lines, sep="", file=sys.stderr)
