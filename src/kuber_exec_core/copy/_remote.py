@@ -2,9 +2,9 @@
 
 Every copy is one or more ordinary execs of ``sh -c SCRIPT sh ARG...``: the scripts are fixed
 text and every path travels as an argument, never spliced into the script, so no name can be
-interpreted by the shell. They need a POSIX ``sh`` and what busybox has (``head -c``,
-``tail -c +N``, ``tee``, ``wc``); ``tar`` only for directories and ``sha256sum`` only to compare
-checksums. ``LC_ALL=C`` keeps the tools' error messages in English, so that :func:`problem_of`
+interpreted by the shell. They need a POSIX ``sh`` and what busybox has (``cat``, ``head -c``,
+``tail -c +N``, ``tee``, ``wc``, ``dd``; ``stat`` where there is one, else ``wc -c`` sizes a
+file); ``tar`` only for directories and ``sha256sum`` only to compare checksums. ``LC_ALL=C`` keeps the tools' error messages in English, so that :func:`problem_of`
 can tell "no space left" from "permission denied".
 
 The checksum of a tree is taken of the tar stream itself, in the same pass: ``tee /dev/fd/N``
