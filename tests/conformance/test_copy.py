@@ -93,6 +93,23 @@ def pods(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pods]:
         workspace_uid=WORKSPACE.uid,
         pods=[PodSpec(env={"PATH": f"{corrupt_bin}:{path}"})],
     )
+    # A dd without iflag=fullblock (older busybox): a tree's download leaves as tee hands it on.
+    old_dd_bin = root / "old-dd-bin"
+    old_dd_bin.mkdir()
+    (old_dd_bin / "dd").write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        '  *fullblock*) echo "dd: invalid iflag" >&2; exit 1 ;;\n'
+        f'  *) exec "{real_dd}" "$@" ;;\n'
+        "esac\n"
+    )
+    (old_dd_bin / "dd").chmod(0o755)
+    cluster.add_deployment(
+        "copy",
+        "old-dd",
+        workspace_uid=WORKSPACE.uid,
+        pods=[PodSpec(env={"PATH": f"{old_dd_bin}:{path}"})],
+    )
     cluster.add_deployment("copy", "foreign", workspace_uid="someone-else", pods=[PodSpec()])
     with run_sandbox_in_thread(cluster) as sandbox:
         yield Pods(sandbox, archive)
@@ -220,6 +237,23 @@ async def test_a_tree_goes_up_and_comes_back_the_same(
     assert down.sha256_verified
     assert down.files == 5
     assert tree_listing(tmp_path / "back") == tree_listing(source)
+
+
+async def test_a_tree_comes_down_whole_where_dd_cannot_gather_blocks(
+    adapter: Any, service: Any, tmp_path: Path
+) -> None:
+    # The download sends whole 64 KiB blocks through dd where it can; without the flag, the
+    # stream goes straight on, and arrives whole and checked all the same.
+    source = tmp_path / "tree"
+    make_tree(source)
+    for index in range(40):  # more than one block, in many small writes
+        (source / "sub" / f"small-{index}").write_bytes(os.urandom(3_000))
+    for deployment in ("files", "old-dd"):
+        back = tmp_path / f"back-{deployment}"
+        down = await adapter.copy_from_pod(service, target(adapter, deployment), str(source), back)
+        assert down.sha256_verified
+        assert down.files == 45
+        assert tree_listing(back) == tree_listing(source)
 
 
 async def test_streams_go_up_and_down(adapter: Any, service: Any, tmp_path: Path) -> None:

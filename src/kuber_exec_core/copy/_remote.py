@@ -1,20 +1,20 @@
 """The commands a copy runs in the container, and how their output is read.
 
-Every copy is one or more ordinary execs of ``sh -c SCRIPT sh ARG...``: the scripts are fixed
-text and every path travels as an argument, never spliced into the script, so no name can be
-interpreted by the shell. They need a POSIX ``sh`` and what busybox has (``cat``, ``head -c``,
-``tail -c +N``, ``tee``, ``wc``, ``dd``; ``stat`` where there is one, else ``wc -c`` sizes a
-file); ``tar`` only for directories and ``sha256sum`` only to compare checksums. ``LC_ALL=C`` keeps the tools' error messages in English, so that :func:`problem_of`
-can tell "no space left" from "permission denied".
+Every copy is one or more ordinary execs of ``sh -c SCRIPT sh ARG...``: the scripts are fixed text
+and every path travels as an argument, never spliced into the script, so no name can be interpreted
+by the shell. They need a POSIX ``sh`` and what busybox has (``cat``, ``head -c``, ``tail -c +N``,
+``tee``, ``wc``, ``dd``; ``stat`` where there is one, else ``wc -c`` sizes a file); ``tar`` only for
+directories and ``sha256sum`` only to compare checksums. ``LC_ALL=C`` keeps the tools' error
+messages in English, so that :func:`problem_of` can tell "no space left" from "permission denied".
 
-The checksum of a tree is taken of the tar stream itself, in the same pass: ``tee /dev/fd/N``
-hands a copy of the stream to ``sha256sum`` (or ``wc -c`` without it), so the archive is read
-once, and the summary comes back as ``kx-sum=<value>`` on stderr, with ``kx-tar=<status>``. A
-file's checksum is taken of the file itself: beside the download (a second read, from the page
-cache), or of an upload's chunks as each is written, while the next one arrives (what was
-written, read back). Both avoid ``tee`` on the file's path, whose
-small buffered writes cost more than the checksum (a 100 MB download took three times as long
-through it).
+The checksum of a tree is taken of the tar stream itself, in the same pass: ``tee /dev/fd/N`` hands
+a copy of the stream to ``sha256sum`` (or ``wc -c`` without it), so the archive is read once (a
+download's stream then leaves in whole 64 KiB blocks where ``dd`` can gather them), and the summary
+comes back as ``kx-sum=<value>`` on stderr, with ``kx-tar=<status>``. A file's checksum is taken of
+the file itself: beside the download (a second read, from the page cache), or of an upload's chunks
+as each is written, while the next one arrives (what was written, read back). Both avoid ``tee`` on
+the file's path, whose small buffered writes cost more than the checksum (a 100 MB download took
+three times as long through it).
 """
 
 from __future__ import annotations
@@ -117,11 +117,20 @@ echo "kx-tar=$st" >&2
 [ "$st" = 0 ]
 """
 
-# $1 the directory. The stream is on stdout (fd 4, kept aside), its summary on stderr.
+# $1 the directory. The stream is on stdout (fd 4, kept aside), its summary on stderr. tee
+# hands the stream on in tar's small writes, and the kubelet sends each read of the pipe as a
+# message of its own (about 6,000 for 10,000 small files): where dd can gather whole blocks
+# (`iflag=fullblock`: GNU, busybox), the stream leaves in 64 KiB blocks instead, which took a
+# tree of 10,000 files from 0.53-0.80 s to 0.36-0.43 s through kubectl exec.
 _DOWNLOAD_TREE = """export LC_ALL=C
 cd -- "$1" || exit 3
 exec 4>&1
-st=$( { { tar cf - . 4>&-; echo $? >&6; } | tee /dev/fd/4 \
+if dd if=/dev/null of=/dev/null bs=65536 iflag=fullblock 2>/dev/null; then
+  blocks() { dd bs=65536 iflag=fullblock 2>/dev/null; }
+else
+  blocks() { cat; }
+fi
+st=$( { { { tar cf - . 4>&- 5>&-; echo $? >&6; } | tee /dev/fd/5 | blocks >&4 5>&-; } 5>&1 \
   | SUMMER | { read h _; echo "kx-sum=$h"; } >&2; } 6>&1 )
 echo "kx-tar=$st" >&2
 [ "$st" = 0 ]
