@@ -411,6 +411,33 @@ def test_the_shared_names_are_the_binding_modules_imports() -> None:
     }  # fmt: skip
 
 
+def test_the_core_s_names_are_its_type_checking_imports() -> None:
+    import kuber_exec_core
+
+    # The core's package exports lazily too (kuber-exec --help must not build every class):
+    # what type checkers see is what the runtime table serves, and __all__ is exactly that.
+    homes = {module: set(names) for module, names in kuber_exec_core._HOMES.items()}
+    assert _type_checking_imports(SRC / "kuber_exec_core" / "__init__.py") == homes
+    assert set(kuber_exec_core.__all__) == {name for names in homes.values() for name in names}
+    assert len(kuber_exec_core.__all__) == len(set(kuber_exec_core.__all__))
+
+
+def test_help_loads_none_of_the_core_s_session_machinery() -> None:
+    script = (
+        "import sys\nfrom kuber_exec_cli._main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(*sorted(sys.modules), file=sys.stderr)"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert "usage:" in run.stdout, run.stderr
+    loaded = run.stderr.split()
+    heavy = ("kuber_exec_core._session", "kuber_exec_core._exec_url", "kuber_exec_core._kube_api")
+    assert [m for m in loaded if m.startswith(heavy)] == []
+    assert [m for m in loaded if m.startswith(("trio", "anyio", "websockets"))] == []
+
+
 def test_the_bindings_share_one_implementation() -> None:
     import kuber_exec_asyncio
     import kuber_exec_trio

@@ -10,13 +10,14 @@ this one directly to plug in another WebSocket library (:mod:`kuber_exec_anyio.t
 
 import typing as _typing
 
+from kuber_exec_core.lazy import lazy_exports as _lazy_exports
+
 # The names every binding exports are listed once, in ``binding``; this package exports them too,
 # as lazily as ``binding`` does (importing the package imports none of their modules).
 from . import binding as _binding
 from ._backend import BackendHooks as BackendHooks
 from ._cleanup import CleanupStatus as CleanupStatus
 from ._kubernetes._backend import KubernetesBackend as KubernetesBackend
-from ._lazy import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from .binding import *  # noqa: F403

@@ -9,13 +9,13 @@ nothing else: every public name it imports is in ``__all__`` (``tests/test_archi
 
 The names are lazy (PEP 562): a name's module is imported when the name is first used, so an
 app that only execs never imports port-forward, copying, debug containers or shared sessions
-(``kuber_exec_anyio._lazy``). Type checkers read the imports under ``TYPE_CHECKING``; the table
+(``kuber_exec_core.lazy``). Type checkers read the imports under ``TYPE_CHECKING``; the table
 ``_HOMES`` says the same for the runtime, and ``tests/test_architecture.py`` keeps them equal.
 """
 
 import typing as _typing
 
-from ._lazy import lazy_exports as _lazy_exports
+from kuber_exec_core.lazy import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from kuber_exec_core import Close as Close

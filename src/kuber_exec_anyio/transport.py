@@ -7,6 +7,8 @@ shared names (:mod:`kuber_exec_anyio.binding`) lazily with :func:`lazy_exports`,
 ``kuber_exec_trio`` and ``kuber_exec_asyncio`` do.
 """
 
+from kuber_exec_core.lazy import lazy_exports as lazy_exports
+
 from ._connection._connection import DEFAULT_CLOSE_TIMEOUT as DEFAULT_CLOSE_TIMEOUT
 from ._connection._connection import DEFAULT_PING_INTERVAL as DEFAULT_PING_INTERVAL
 from ._connection._connection import DEFAULT_PONG_TIMEOUT as DEFAULT_PONG_TIMEOUT
@@ -24,7 +26,6 @@ from ._connection._transport import WebSocketTransport as WebSocketTransport
 from ._connection._transport import describe_error as describe_error
 from ._connection._transport import message_too_big as message_too_big
 from ._groups import single_exception as single_exception
-from ._lazy import lazy_exports as lazy_exports
 
 __all__ = [
     "DEFAULT_CLOSE_TIMEOUT",

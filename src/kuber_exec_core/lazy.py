@@ -1,10 +1,12 @@
 """Names a package exports without importing the modules that define them until first use.
 
 Why: importing a runtime binding to run one command (``kuber-exec exec``, a service that only
-execs) must not pay for port-forward, copying, debug containers and shared sessions. A facade
-module lists where each name lives and installs :func:`lazy_exports`' ``__getattr__`` and
-``__dir__`` (PEP 562); the first access imports the home module and caches the object in the
-facade's namespace, so later accesses are plain global lookups and ``is`` identity holds.
+execs) must not pay for port-forward, copying, debug containers and shared sessions, nor
+``kuber-exec --help`` for the core's session machinery (issue 35's start-up). It lives in the
+core, the bottom layer, so that the core's own package and the async layer's facades share it.
+A facade module lists where each name lives and installs :func:`lazy_exports`' ``__getattr__``
+and ``__dir__`` (PEP 562); the first access imports the home module and caches the object in
+the facade's namespace, so later accesses are plain global lookups and ``is`` identity holds.
 
 The facade imports the same names under ``typing.TYPE_CHECKING`` so type checkers and the docs
 see ordinary re-exports; ``tests/test_architecture.py`` checks those imports and the table agree.
