@@ -49,12 +49,23 @@ class Pods:
 @pytest.fixture(scope="module")
 def pods(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pods]:
     root = tmp_path_factory.mktemp("copy-pods")
-    hostile_bin = root / "hostile-bin"
-    hostile_bin.mkdir()
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    real_dd = shutil.which("dd")
+    assert real_dd is not None
+
+    def shadowing(name: str, tool: str, script: str) -> list[PodSpec]:
+        """A pod whose PATH finds ``script`` as ``tool`` before the real tools."""
+        directory = root / f"{name}-bin"
+        directory.mkdir()
+        (directory / tool).write_text("#!/bin/sh\n" + script)
+        (directory / tool).chmod(0o755)
+        return [PodSpec(env={"PATH": f"{directory}:{path}"})]
+
+    def dd_except(case: str) -> str:
+        """The real dd, except for the arguments ``case`` matches (a ``case`` branch)."""
+        return f'case "$*" in\n  {case} ;;\n  *) exec "{real_dd}" "$@" ;;\nesac\n'
+
     archive = root / "hostile.tar"
-    tar = hostile_bin / "tar"
-    tar.write_text(f'#!/bin/sh\nexec cat "{archive}"\n')
-    tar.chmod(0o755)
     bare_bin = root / "bare-bin"
     bare_bin.mkdir()
     for tool in _BARE_TOOLS:
@@ -63,52 +74,31 @@ def pods(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pods]:
         (bare_bin / tool).symlink_to(found)
     cluster = Cluster()
     cluster.add_deployment("copy", "files", workspace_uid=WORKSPACE.uid, pods=[PodSpec()])
-    path = os.environ.get("PATH", "/usr/bin:/bin")
     cluster.add_deployment(
         "copy",
         "hostile",
         workspace_uid=WORKSPACE.uid,
-        pods=[PodSpec(env={"PATH": f"{hostile_bin}:{path}"})],
+        pods=shadowing("hostile", "tar", f'exec cat "{archive}"\n'),
     )
     cluster.add_deployment(
         "copy", "bare", workspace_uid=WORKSPACE.uid, pods=[PodSpec(env={"PATH": str(bare_bin)})]
     )
     # A dd that changes what an upload writes (every NUL byte becomes byte 1) and reads back
     # faithfully: the container holds other bytes than were sent.
-    corrupt_bin = root / "corrupt-bin"
-    corrupt_bin.mkdir()
-    real_dd = shutil.which("dd")
-    assert real_dd is not None
-    (corrupt_bin / "dd").write_text(
-        "#!/bin/sh\n"
-        'case "$*" in\n'
-        f'  "bs=65536 "*) "{real_dd}" "$@" | tr "\\\\000" "\\\\001" ;;\n'
-        f'  *) exec "{real_dd}" "$@" ;;\n'
-        "esac\n"
-    )
-    (corrupt_bin / "dd").chmod(0o755)
+    corrupting = f'"bs=65536 "*) "{real_dd}" "$@" | tr "\\\\000" "\\\\001"'
     cluster.add_deployment(
         "copy",
         "corrupting",
         workspace_uid=WORKSPACE.uid,
-        pods=[PodSpec(env={"PATH": f"{corrupt_bin}:{path}"})],
+        pods=shadowing("corrupt", "dd", dd_except(corrupting)),
     )
     # A dd without iflag=fullblock (older busybox): a tree's download leaves as tee hands it on.
-    old_dd_bin = root / "old-dd-bin"
-    old_dd_bin.mkdir()
-    (old_dd_bin / "dd").write_text(
-        "#!/bin/sh\n"
-        'case "$*" in\n'
-        '  *fullblock*) echo "dd: invalid iflag" >&2; exit 1 ;;\n'
-        f'  *) exec "{real_dd}" "$@" ;;\n'
-        "esac\n"
-    )
-    (old_dd_bin / "dd").chmod(0o755)
+    refusing = '*fullblock*) echo "dd: invalid iflag" >&2; exit 1'
     cluster.add_deployment(
         "copy",
         "old-dd",
         workspace_uid=WORKSPACE.uid,
-        pods=[PodSpec(env={"PATH": f"{old_dd_bin}:{path}"})],
+        pods=shadowing("old-dd", "dd", dd_except(refusing)),
     )
     cluster.add_deployment("copy", "foreign", workspace_uid="someone-else", pods=[PodSpec()])
     with run_sandbox_in_thread(cluster) as sandbox:
