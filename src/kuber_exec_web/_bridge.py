@@ -607,11 +607,14 @@ class TerminalEndpoint:
                         {"type": "refused", "code": error.code.value, "message": error.message}
                     )
                     continue
-                if error.code is ExecErrorCode.ABORTED:
-                    # The session has ended (or this connection was replaced): the frame is
-                    # dropped, but reading goes on, the page's acknowledgements included, until
-                    # the output pump has sent the rest and the last frame and ends the bridge.
-                    # Returning here would cancel it first: the page lost its exit code.
+                if error.code in (ExecErrorCode.ABORTED, ExecErrorCode.FAILED):
+                    # The session has ended (or this connection was replaced), or its exec
+                    # connection closed under the send (the shell exited as a key was typed,
+                    # before the reader saw the exit status): the frame is dropped, but reading
+                    # goes on, the page's acknowledgements included, until the output pump has
+                    # sent the rest and the last frame (the exit code, or the broken
+                    # connection's error) and ends the bridge. Telling the page of the refused
+                    # key instead, or returning, cancels that pump: the page lost its exit code.
                     continue
                 await channel.send_json(
                     {"type": "error", "code": error.code.value, "message": error.message}

@@ -7,7 +7,6 @@ cluster and no sockets.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,7 +20,7 @@ from hypothesis import strategies as st
 import kuber_exec_asyncio.testing
 import kuber_exec_trio.testing
 from kuber_exec_core import Error, ExecError, ExecResult, Exit, Stdin, Subprotocol
-from kuber_exec_core.kube import ApiGet, ApiResponse, TargetRefusal
+from kuber_exec_core.kube import TargetRefusal
 from kuber_exec_core.testing import (
     DeploymentScenario,
     ServerScript,
@@ -29,6 +28,7 @@ from kuber_exec_core.testing import (
     frame_message,
     server_scripts,
 )
+from support import single_pod_cluster
 
 ADAPTERS: dict[str, tuple[Any, Any, Callable[[Callable[[], Coroutine[Any, Any, Any]]], Any]]] = {
     "trio": (kuber_exec_trio, kuber_exec_trio.testing, trio.run),
@@ -87,7 +87,7 @@ def test_execute_outcome_is_the_scenarios_and_the_scripts(
 @pytest.mark.parametrize("name", sorted(ADAPTERS))
 def test_sent_messages_are_recorded_and_v4_refuses_eof(name: str) -> None:
     adapter, testing, run = ADAPTERS[name]
-    scenario_respond = _single_pod_cluster()
+    scenario_respond = single_pod_cluster()
     backend = testing.MemoryBackend(
         scenario_respond, [b"\x01", b"\x01hi", b'\x03{"metadata":{},"status":"Success"}']
     )
@@ -116,57 +116,6 @@ def test_sent_messages_are_recorded_and_v4_refuses_eof(name: str) -> None:
             return caught.value
 
     assert "v5.channel.k8s.io" in run(eof_on_v4).message
-
-
-def _single_pod_cluster() -> Callable[[Any], Any]:
-    deployment = {
-        "metadata": {
-            "name": "web",
-            "uid": "d-uid",
-            "labels": {
-                "app.kubernetes.io/managed-by": "kuber",
-                "kuber.dev/workspace-uid": "demo-uid",
-            },
-        },
-        "spec": {
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {"spec": {"containers": [{"name": "app"}]}},
-        },
-    }
-    owner = {"apiVersion": "apps/v1", "controller": True}
-    replica_set = {
-        "metadata": {
-            "name": "web-rs",
-            "uid": "rs-uid",
-            "ownerReferences": [{**owner, "kind": "Deployment", "name": "web", "uid": "d-uid"}],
-        }
-    }
-    pod = {
-        "metadata": {
-            "name": "web-1",
-            "uid": "p-uid",
-            "labels": {"app": "web"},
-            "ownerReferences": [{**owner, "kind": "ReplicaSet", "name": "web-rs", "uid": "rs-uid"}],
-        },
-        "spec": {"containers": [{"name": "app"}]},
-        "status": {
-            "phase": "Running",
-            "containerStatuses": [{"name": "app", "ready": True, "state": {"running": {}}}],
-        },
-    }
-
-    def respond(request: ApiGet) -> ApiResponse:
-        bodies = {
-            "/apis/apps/v1/namespaces/demo/deployments/web": deployment,
-            "/apis/apps/v1/namespaces/demo/replicasets/web-rs": replica_set,
-            "/api/v1/namespaces/demo/pods": {"items": [pod], "metadata": {}},
-        }
-        body = bodies.get(request.path)
-        if body is None:
-            return ApiResponse(status=404, body=b"{}")
-        return ApiResponse(status=200, body=json.dumps(body).encode())
-
-    return respond
 
 
 class _NeverClosing:
@@ -226,7 +175,7 @@ def test_a_status_and_a_server_that_never_closes_end_the_run(
     adapter, testing, run = ADAPTERS[name]
     messages = [frame_message(subprotocol, 3, piece) for piece in status]
     backend = _never_closing(
-        testing.MemoryBackend(_single_pod_cluster(), messages, subprotocols=[subprotocol])
+        testing.MemoryBackend(single_pod_cluster(), messages, subprotocols=[subprotocol])
     )
     request = adapter.ExecRequest(
         workspace=adapter.Workspace(project="demo", uid="demo-uid"), deployment="web", command=["x"]

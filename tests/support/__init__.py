@@ -8,6 +8,7 @@ The folder is on ``sys.path`` through pytest's ``pythonpath`` setting (pyproject
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Awaitable, Callable, Generator
@@ -18,6 +19,7 @@ import anyio
 import sniffio
 
 from kuber_exec_core import ExecRequest, ServerFrame, Stderr, Stdout, Workspace
+from kuber_exec_core.kube import ApiGet, ApiResponse
 from kuber_exec_sandbox import Sandbox
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "open_fds",
     "output_of",
     "running_tasks",
+    "single_pod_cluster",
 ]
 
 #: The sandbox's demo workspace (the demo cluster's ``web`` Deployment belongs to it).
@@ -37,6 +40,59 @@ DEMO = Workspace(project="demo", uid="demo-uid")
 #: How long :func:`eventually` waits by default, and how often it looks.
 TIMEOUT = 10.0
 INTERVAL = 0.01
+
+
+def single_pod_cluster() -> Callable[[ApiGet], ApiResponse]:
+    """A ``respond`` for :class:`~kuber_exec_anyio.testing.MemoryBackend`: the demo
+    workspace's ``web`` Deployment with one running, ready pod ``web-1`` (container ``app``)."""
+    deployment = {
+        "metadata": {
+            "name": "web",
+            "uid": "d-uid",
+            "labels": {
+                "app.kubernetes.io/managed-by": "kuber",
+                "kuber.dev/workspace-uid": "demo-uid",
+            },
+        },
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"spec": {"containers": [{"name": "app"}]}},
+        },
+    }
+    owner = {"apiVersion": "apps/v1", "controller": True}
+    replica_set = {
+        "metadata": {
+            "name": "web-rs",
+            "uid": "rs-uid",
+            "ownerReferences": [{**owner, "kind": "Deployment", "name": "web", "uid": "d-uid"}],
+        }
+    }
+    pod = {
+        "metadata": {
+            "name": "web-1",
+            "uid": "p-uid",
+            "labels": {"app": "web"},
+            "ownerReferences": [{**owner, "kind": "ReplicaSet", "name": "web-rs", "uid": "rs-uid"}],
+        },
+        "spec": {"containers": [{"name": "app"}]},
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [{"name": "app", "ready": True, "state": {"running": {}}}],
+        },
+    }
+    bodies = {
+        "/apis/apps/v1/namespaces/demo/deployments/web": deployment,
+        "/apis/apps/v1/namespaces/demo/replicasets/web-rs": replica_set,
+        "/api/v1/namespaces/demo/pods": {"items": [pod], "metadata": {}},
+    }
+
+    def respond(request: ApiGet) -> ApiResponse:
+        body = bodies.get(request.path)
+        if body is None:
+            return ApiResponse(status=404, body=b"{}")
+        return ApiResponse(status=200, body=json.dumps(body).encode())
+
+    return respond
 
 
 def eventually(

@@ -16,10 +16,12 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 import kuber_exec_asyncio as adapter
-from kuber_exec_asyncio import AuditEvent
+from kuber_exec_asyncio import AuditEvent, ExecError, ExecErrorCode
+from kuber_exec_asyncio.testing import MemoryBackend, MemoryExecConnection
+from kuber_exec_core.channels import Message
 from kuber_exec_sandbox import Sandbox
 from kuber_exec_web import TerminalRefused, TerminalRequest, create_app, token_authorizer
-from support import DEMO, eventually
+from support import DEMO, eventually, single_pod_cluster
 from support.web import TOKEN
 from support.web import control as _control
 from support.web import output_until as _output_until
@@ -325,3 +327,65 @@ async def test_input_after_the_shell_exited_does_not_lose_the_exit(
                     tasks.cancel_scope.cancel()
     assert value == {"type": "exit", "code": 7}, value
     assert b"bye" in screen
+
+
+class _ClosedUnderTheKey:
+    """The connection of a shell that exited as a key was typed: the key's send fails (the
+    server has closed), and the exit status is read only after that failure (the order the
+    sandbox and real clusters produce now and then, made certain)."""
+
+    def __init__(self, connection: MemoryExecConnection, key_refused: anyio.Event) -> None:
+        self._connection = connection
+        self._key_refused = key_refused
+        self._received = 0
+        self.subprotocol = connection.subprotocol
+        self.closed_cleanly = connection.closed_cleanly
+        self.close_reason = connection.close_reason
+
+    async def send_message(self, message: Message) -> None:
+        if message[:1] == b"\x00":  # stdin; the page's resize goes through
+            self._key_refused.set()
+            closed = "The exec connection closed while sending"
+            raise ExecError(ExecErrorCode.FAILED, closed)
+        await self._connection.send_message(message)
+
+    async def receive_message(self) -> Message | None:
+        if self._received == 1:  # the output came; the status waits for the refused key
+            await self._key_refused.wait()
+        self._received += 1
+        return await self._connection.receive_message()
+
+
+class _ExitsAsAKeyArrives(MemoryBackend):
+    """One pod whose shell prints ``bye`` and exits 7 as the page types (see above)."""
+
+    STATUS = (
+        b'\x03{"metadata":{},"status":"Failure","reason":"NonZeroExitCode",'
+        b'"details":{"causes":[{"reason":"ExitCode","message":"7"}]}}'
+    )
+
+    def __init__(self) -> None:
+        super().__init__(single_pod_cluster(), [b"\x01bye\r\n", self.STATUS])
+        self.key_refused = anyio.Event()
+
+    @contextlib.asynccontextmanager
+    async def exec(self, *args: Any) -> AsyncIterator[Any]:
+        async with super().exec(*args) as connection:
+            yield _ClosedUnderTheKey(connection, self.key_refused)
+
+
+async def test_a_key_whose_send_finds_the_connection_closed_does_not_lose_the_exit() -> None:
+    """The deterministic form of the test above: the send of a key fails because the shell's
+    connection has closed, before the reader has seen the exit status. The refused key is
+    dropped; the page gets the exit code (it got ``EXEC_FAILED`` "closed while sending")."""
+    backend = _ExitsAsAKeyArrives()
+    app = create_app(
+        adapter.ExecService(backend), token_authorizer(TOKEN, DEMO), default_deployment="web"
+    )
+    with anyio.fail_after(30):
+        async with serve_app(app) as address, _terminal(address) as ws:
+            assert (await _control(ws))["type"] == "open"
+            assert await _output_until(ws, b"bye") == b"bye\r\n"
+            await ws.send(b"x")
+            assert await _control(ws) == {"type": "exit", "code": 7}
+    assert backend.key_refused.is_set()
