@@ -1,13 +1,14 @@
 """The ``kuber-exec`` command line: ``kubectl exec`` with the workspace ownership checks.
 
-It is a client of the public API (``kuber_exec_trio``), not part of it: install it with the
-``cli`` extra. Entry point: :func:`main` (the ``kuber-exec`` script, ``python -m kuber_exec_cli``).
+It is a client of the public API (``kuber_exec_asyncio``: asyncio starts faster than trio, which
+a command line pays for on every run), not part of it: install it with the ``cli`` extra. Entry
+point: :func:`main` (the ``kuber-exec`` script, ``python -m kuber_exec_cli``).
 
 One job a module: ``_arguments`` (parsers, help texts, options), ``_exec`` (the exec command),
 ``_demo`` (the demo script), ``_sandbox`` (the in-process sandbox), ``_streaming`` (a session to
-local stdin/stdout/stderr, with the caps), ``_terminal`` (raw mode, window size),
-``_supervision`` (running under trio: errors and signals to exit statuses), ``_main``
-(dispatch).
+local stdin/stdout/stderr, with the caps), ``_stdin`` (local stdin, read in batches),
+``_terminal`` (raw mode, window size), ``_supervision`` (running under asyncio: errors and
+signals to exit statuses), ``_main`` (dispatch).
 """
 
 from ._main import main as main

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from kuber_exec_trio import (
+from kuber_exec_asyncio import (
     ContainerRequest,
     ExecError,
     ExecErrorCode,

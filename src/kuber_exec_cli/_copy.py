@@ -2,7 +2,7 @@
 
 Contract of :func:`run_copy`: the backend is opened as for ``exec`` (the in-process sandbox,
 or a kubeconfig context) and the copy goes through ``copy_to_pod`` / ``copy_from_pod`` on an
-:class:`~kuber_exec_trio.ExecService`, so the target is resolved and its ownership checked as
+:class:`~kuber_exec_asyncio.ExecService`, so the target is resolved and its ownership checked as
 for any exec. It returns 0 when the copy is complete and checked, 1 for a ``CopyError`` (after
 the one ``kuber-exec: COPY_<PROBLEM>: message`` line), and raises ``ExecError`` for everything
 else (exit status 125, reported by the supervisor).
@@ -14,7 +14,7 @@ import os
 import time
 from typing import BinaryIO
 
-from kuber_exec_trio import (
+from kuber_exec_asyncio import (
     CopyError,
     CopyResult,
     CopyTarget,

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 
 import attrs
 
-from kuber_exec_trio import (
+from kuber_exec_asyncio import (
     ContainerRequest,
     DebugContainer,
     DebugProfile,

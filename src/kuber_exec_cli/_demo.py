@@ -14,11 +14,10 @@ import shutil
 import sys
 from typing import BinaryIO
 
+import anyio
 import attrs
-import trio
 
-from kuber_exec_core import EXEC_MANAGED_BY_LABEL, EXEC_WORKSPACE_UID_LABEL
-from kuber_exec_trio import (
+from kuber_exec_asyncio import (
     ClusterConfig,
     ExecError,
     ExecErrorCode,
@@ -28,6 +27,7 @@ from kuber_exec_trio import (
     KubernetesBackend,
     Workspace,
 )
+from kuber_exec_core import EXEC_MANAGED_BY_LABEL, EXEC_WORKSPACE_UID_LABEL
 
 from ._local import EXIT_ERROR, LocalStreams
 from ._sandbox import DEMO_PROJECT, DEMO_WORKSPACE_UID, open_demo_sandbox
@@ -52,7 +52,7 @@ async def run_demo(streams: LocalStreams) -> int:
         ExecError: a step did not behave as the demo cluster promises (a bug somewhere).
     """
     say = _Narrator(streams.stdout)
-    started = trio.current_time()
+    started = anyio.current_time()
     command = ("sh", "-c", "echo hello from $HOSTNAME")
     request = ExecRequest(
         workspace=Workspace(project=DEMO_PROJECT, uid=DEMO_WORKSPACE_UID),
@@ -121,7 +121,7 @@ async def run_demo(streams: LocalStreams) -> int:
             )
     say()
     me = _how_to_call_me()
-    say(f"Done in {trio.current_time() - started:.1f} s. Next:")
+    say(f"Done in {anyio.current_time() - started:.1f} s. Next:")
     say(f"  {me} exec --sandbox -it web -- sh    # a shell in the demo pod")
     say(f"  {me} sandbox                         # keep a sandbox up, for kubectl too")
     say(f"  {me} exec --help                     # real clusters, exit statuses")

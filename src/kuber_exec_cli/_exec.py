@@ -3,7 +3,7 @@
 Contract of :func:`run_exec`: what can be checked locally (the caps' range, ``-it`` needing a
 terminal) is checked before anything is contacted; then the backend is opened (the in-process
 sandbox, or a kubeconfig context) and the request goes through
-:class:`~kuber_exec_trio.ExecService`, so the target is resolved, checked and ranked exactly as a
+:class:`~kuber_exec_asyncio.ExecService`, so the target is resolved, checked and ranked exactly as a
 platform backend using the library would, and the bytes move over the same session code. It
 returns the remote exit code and raises ``ExecError`` for everything else. With ``--record``, the
 file's directory is checked before anything is contacted; a recording that fails later is
@@ -17,11 +17,9 @@ import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
-import trio
+import anyio
 
-from kuber_exec_core import StreamName
-from kuber_exec_core.asciicast import DEFAULT_MAX_RECORDING_BYTES
-from kuber_exec_trio import (
+from kuber_exec_asyncio import (
     AuditEvent,
     ClusterConfig,
     ExecError,
@@ -32,6 +30,8 @@ from kuber_exec_trio import (
     KubernetesBackend,
     Recording,
 )
+from kuber_exec_core import StreamName
+from kuber_exec_core.asciicast import DEFAULT_MAX_RECORDING_BYTES
 
 from ._arguments import CopyOptions, ExecOptions
 from ._local import LocalStreams
@@ -174,7 +174,7 @@ async def open_backend(options: ExecOptions | CopyOptions) -> AsyncIterator[Kube
             yield backend
         return
     # Loading may run an exec credential plugin: keep it off the event loop.
-    config = await trio.to_thread.run_sync(
+    config = await anyio.to_thread.run_sync(
         ClusterConfig.from_kubeconfig, options.kubeconfig, options.context
     )
     async with KubernetesBackend(config) as backend:

@@ -1,7 +1,7 @@
 """This process's side of the command line: its streams, its one-line error report, and the
 exit statuses that are kuber-exec's own.
 
-Nothing here imports trio or the library's service: ``--help``, a usage mistake and the
+Nothing here imports an event loop or the library's service: ``--help``, a usage mistake and the
 ``sandbox``/``web`` hand-overs report through this module alone, so they start fast.
 """
 

@@ -24,7 +24,7 @@ __all__ = ["main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     # Each command imports what it needs when it runs: ``--help`` and a usage mistake load
-    # neither trio nor the service (docs/cli.md, start-up).
+    # neither an event loop nor the service (docs/benchmarks.md, what start-up costs).
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["sandbox"]:
         # The sandbox owns its options and help; everything after the word is its own.

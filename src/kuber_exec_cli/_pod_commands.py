@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import NoReturn
 
+import anyio
 import attrs
-import trio
 
-from kuber_exec_trio import ClusterConfig, ExecError, ExecErrorCode, KubernetesBackend
+from kuber_exec_asyncio import ClusterConfig, ExecError, ExecErrorCode, KubernetesBackend
 
 from ._arguments import UsageError, add_cluster_arguments, workspace_of
 from ._sandbox import open_demo_sandbox
@@ -87,7 +87,7 @@ async def open_pod_backend(target: PodTarget) -> AsyncIterator[KubernetesBackend
         async with open_demo_sandbox() as url, KubernetesBackend(ClusterConfig(url)) as backend:
             yield backend
         return
-    config = await trio.to_thread.run_sync(
+    config = await anyio.to_thread.run_sync(
         ClusterConfig.from_kubeconfig, target.kubeconfig, target.context
     )
     async with KubernetesBackend(config) as backend:

@@ -20,10 +20,10 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
+import anyio
 import attrs
-import trio
 
-from kuber_exec_trio import (
+from kuber_exec_asyncio import (
     BoundPort,
     ExecError,
     ExecErrorCode,
@@ -159,7 +159,7 @@ async def forward(options: PortForwardOptions, streams: LocalStreams) -> int:
 
     # A stop signal is the normal end of a port-forward: the receiver opened here (the most
     # recent one) takes it before the supervisor's, which would report an interruption.
-    with trio.open_signal_receiver(*STOP_SIGNALS) as stop_signals:
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as stop_signals:
         # open_backend reads only the cluster options, which these share with exec's.
         async with (
             open_backend(options) as backend,  # type: ignore[arg-type]
@@ -169,18 +169,18 @@ async def forward(options: PortForwardOptions, streams: LocalStreams) -> int:
                 options.deployment,
                 transport=options.transport,
             ) as port_forward,
-            trio.open_nursery() as nursery,
+            anyio.create_task_group() as tasks,
         ):
             bound_all: list[BoundPort] = []
             for address in options.addresses:
-                bound_all += await nursery.start(_listen, port_forward, options, address)
+                bound_all += await tasks.start(_listen, port_forward, options, address)
             for bound in bound_all:
                 host = f"[{bound.address}]" if ":" in bound.address else bound.address
                 line = f"Forwarding from {host}:{bound.local_port} -> {bound.remote_port}"
                 _say(streams, line)
             async for _ in stop_signals:
                 break
-            nursery.cancel_scope.cancel()
+            tasks.cancel_scope.cancel()
     return 0
 
 
@@ -188,11 +188,11 @@ async def _listen(
     port_forward: PortForward,
     options: PortForwardOptions,
     address: str,
-    task_status: trio.TaskStatus[list[BoundPort]] = trio.TASK_STATUS_IGNORED,
+    task_status: anyio.abc.TaskStatus[list[BoundPort]] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     async with port_forward.listen(list(options.ports), address=address) as bound:
         task_status.started(list(bound))
-        await trio.sleep_forever()
+        await anyio.sleep_forever()
 
 
 def _say(streams: LocalStreams, line: str) -> None:

@@ -24,10 +24,15 @@ DEMO_WORKSPACE_UID = "demo-uid"
 
 @asynccontextmanager
 async def open_demo_sandbox() -> AsyncIterator[str]:
-    """Serve the sandbox with the demo cluster on loopback for the block; yields its URL."""
-    from kuber_exec_sandbox import demo_cluster, serve_sandbox
+    """Serve the sandbox with the demo cluster on loopback for the block; yields its URL.
 
-    async with serve_sandbox(demo_cluster()) as sandbox:
+    The sandbox runs on trio, in a thread of its own (the command line runs on asyncio);
+    leaving the block stops it, its child processes killed and reaped."""
+    from kuber_exec_sandbox import demo_cluster, run_sandbox_in_thread
+
+    # Its start and stop block the event loop for a moment, on purpose: nothing else runs then,
+    # and a stop that waited in a worker thread could be skipped by a cancellation (Ctrl-C).
+    with run_sandbox_in_thread(demo_cluster()) as sandbox:
         yield sandbox.url
 
 

@@ -6,7 +6,7 @@ bytes up to a stream's cap are written, the first byte over it ends the run with
 ``EXEC_OUTPUT_LIMIT``); local stdin is pumped to the session when asked; with a TTY the remote
 terminal follows the local one's size, and the local terminal is in raw mode while typing into
 it. It returns the remote exit code and raises ``ExecError`` for everything else (possibly in
-an exception group of one, as trio nurseries raise).
+an exception group of one, as task groups raise).
 
 Why an interactive session even without ``-i``/``-t``: ``execute`` captures the output and
 returns it at the end; a command line must show output as it arrives (a build log, a ``tail
@@ -17,17 +17,14 @@ no cap.
 from __future__ import annotations
 
 import os
-import select
-import stat
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from typing import BinaryIO
 
+import anyio
 import attrs
-import trio
 
-from kuber_exec_core import StreamName
-from kuber_exec_trio import (
+from kuber_exec_asyncio import (
     Error,
     ExecError,
     ExecErrorCode,
@@ -42,17 +39,13 @@ from kuber_exec_trio import (
     Stdin,
     Stdout,
 )
+from kuber_exec_core import StreamName
 
 from ._local import LocalStreams
+from ._stdin import StdinReader
 from ._terminal import raw_terminal, terminal_size, watch_window_size
 
 __all__ = ["LocalStreams", "stream_session"]
-
-# Local reads of stdin: two client-go sized messages each (docs/protocol.md), the service's
-# default max_stdin_frame_bytes. Each read from a pipe or terminal is a trip to a worker
-# thread, and at 32 KiB those trips made `exec -i < 100MB` half as fast as kubectl's.
-_STDIN_CHUNK_BYTES = 64 * 1024
-_STDIN_CHUNKS_PER_TRIP = 8
 
 
 async def stream_session(
@@ -110,21 +103,21 @@ async def stream_session(
         )
         stdout = _Sink(streams.stdout, "stdout", stdout_cap)
         stderr = _Sink(streams.stderr, "stderr", stderr_cap)
-        # A task's error leaves the nursery in an exception group; not unwrapped here, since
+        # A task's error leaves the task group in an exception group; not unwrapped here, since
         # supervision reports by the one error inside a group, wherever the group came from.
         with raw:
-            async with trio.open_nursery() as nursery:
+            async with anyio.create_task_group() as tasks:
                 if size_fd is not None:
 
                     async def resize(columns: int, rows: int) -> None:
                         await _send(session, Resize(columns=columns, rows=rows))
 
                     # started() comes after the initial size is sent: it precedes any stdin.
-                    await nursery.start(watch_window_size, size_fd, resize)
+                    await tasks.start(watch_window_size, size_fd, resize)
                 if stdin:
-                    nursery.start_soon(_forward_stdin, session, streams.stdin_fd)
+                    tasks.start_soon(_forward_stdin, session, streams.stdin_fd)
                 exit_code = await _write_output(session, stdout, stderr)
-                nursery.cancel_scope.cancel()
+                tasks.cancel_scope.cancel()
     return exit_code
 
 
@@ -194,50 +187,10 @@ async def _send(session: InteractiveSession, frame: Stdin | Resize) -> bool:
     return True
 
 
-def _is_regular_file(fd: int) -> bool:
-    try:
-        return stat.S_ISREG(os.fstat(fd).st_mode)
-    except OSError:  # No stdin at all (EBADF): read through the thread, which says so.
-        return False
-
-
-def _read_chunk(fd: int) -> bytes:
-    try:
-        return os.read(fd, _STDIN_CHUNK_BYTES)
-    except OSError:
-        # EIO: the terminal hung up; EBADF: no stdin at all. Both mean no more input.
-        return b""
-
-
-def _read_ready(fd: int) -> list[bytes]:
-    """One blocking read, then more while ``fd`` has bytes ready (at most a batch): the chunks
-    read, ending with ``b""`` at the end of input."""
-    chunks = [_read_chunk(fd)]
-    while chunks[-1] and len(chunks) < _STDIN_CHUNKS_PER_TRIP:
-        try:
-            ready, _, _ = select.select([fd], [], [], 0)
-        except (OSError, ValueError):
-            break
-        if not ready:
-            break
-        chunks.append(_read_chunk(fd))
-    return chunks
-
-
 async def _forward_stdin(session: InteractiveSession, fd: int) -> None:
-    # A worker thread, not trio's FdStream: FdStream sets O_NONBLOCK on the file description,
-    # which a terminal or pipe shares with the shell and the other processes using it. Each
-    # trip reads what is ready (a pipe's writer is usually ahead), up to a batch.
-    # abandon_on_cancel: a read blocked on a quiet terminal must not hold up the exit. A
-    # regular file (`< FILE`) never waits for a writer, so it is read in place, as cp reads
-    # its files: no thread trip at all.
-    regular = _is_regular_file(fd)
+    reader = StdinReader(fd)
     while True:
-        if regular:
-            chunks = [_read_chunk(fd)]
-        else:
-            chunks = await trio.to_thread.run_sync(_read_ready, fd, abandon_on_cancel=True)
-        for data in chunks:
+        for data in await reader.read():
             if not data:
                 if session.protocol.can_close_stdin:
                     await _send(session, Stdin(b"", eof=True))

@@ -1,4 +1,4 @@
-"""Running a command's trio program and turning how it ended into the process exit status.
+"""Running a command's program on asyncio and turning how it ended into the process exit status.
 
 The contract of :func:`run`, also in ``--help`` and docs/cli.md: the program's own status (the
 remote exit code, 0-255) when it returns; ``EXIT_ERROR`` (125, as ``docker run``) for an
@@ -14,9 +14,9 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 
-import trio
+import anyio
 
-from kuber_exec_trio import ExecError, ExecErrorCode
+from kuber_exec_asyncio import ExecError, ExecErrorCode
 
 from ._local import EXIT_BROKEN_PIPE, EXIT_ERROR, LocalStreams, report
 
@@ -27,14 +27,17 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def run(body: Callable[[], Awaitable[int]], streams: LocalStreams) -> int:
-    """Run ``body`` under trio, turning errors and stop signals into an exit status.
+    """Run ``body`` on asyncio (through anyio), turning errors and stop signals into an exit
+    status.
 
     ``ExecError`` prints ``kuber-exec: EXEC_<CODE>: message`` and gives ``EXIT_ERROR``; SIGINT,
     SIGTERM and SIGHUP cancel ``body`` (so that its ``finally`` blocks restore the terminal and
     close the socket) and give ``128 + signal``; a closed stdout gives ``EXIT_BROKEN_PIPE``.
     """
     try:
-        return trio.run(_supervise, body, streams)
+        # asyncio, not trio: importing trio and anyio's trio backend costs a command line about
+        # 50 ms of its start (docs/benchmarks.md, what start-up costs).
+        return anyio.run(_supervise, body, streams, backend="asyncio")
     except KeyboardInterrupt:  # Ctrl-C before the signal receiver was installed, or after.
         return 128 + signal.SIGINT
 
@@ -42,21 +45,21 @@ def run(body: Callable[[], Awaitable[int]], streams: LocalStreams) -> int:
 async def _supervise(body: Callable[[], Awaitable[int]], streams: LocalStreams) -> int:
     stopped_by: list[int] = []
     status: list[int] = []
-    with trio.open_signal_receiver(*STOP_SIGNALS) as stop_signals:
-        async with trio.open_nursery() as nursery:
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as stop_signals:
+        async with anyio.create_task_group() as tasks:
 
             async def watch_signals() -> None:
                 async for signum in stop_signals:
                     stopped_by.append(signum)
-                    nursery.cancel_scope.cancel()
+                    tasks.cancel_scope.cancel()
                     return
 
             async def run_body() -> None:
                 status.append(await _reporting(body, streams))
-                nursery.cancel_scope.cancel()
+                tasks.cancel_scope.cancel()
 
-            nursery.start_soon(watch_signals)
-            nursery.start_soon(run_body)
+            tasks.start_soon(watch_signals)
+            tasks.start_soon(run_body)
     if stopped_by:
         name = signal.Signals(stopped_by[0]).name
         report(
@@ -93,7 +96,7 @@ async def _reporting(body: Callable[[], Awaitable[int]], streams: LocalStreams) 
 
 
 def _sole_exception(raised: BaseException) -> BaseException:
-    # trio (>= 0.25) wraps what a nursery's body or task raises in an exception group, maybe
+    # A task group wraps what its body or a task raises in an exception group, maybe
     # several deep; the exit status is decided by the type of the one error inside. A group of
     # several errors (two tasks failing at once) stays a group: there is no single one to report.
     error = raised

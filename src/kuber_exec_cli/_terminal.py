@@ -2,7 +2,7 @@
 
 Raw mode hands every keystroke (Ctrl-C, Ctrl-D, arrows) to the remote terminal, which does its
 own echo and line editing. The saved settings are put back when the ``raw_terminal`` block is
-left for any reason: a normal return, an exception, or a trio cancellation (the command line
+left for any reason: a normal return, an exception, or a cancellation (the command line
 turns SIGINT, SIGTERM and SIGHUP into a cancellation, so they restore it too). Only SIGKILL
 leaves a raw terminal behind; ``stty sane`` repairs it.
 """
@@ -16,7 +16,7 @@ import tty
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
-import trio
+import anyio
 
 __all__ = ["raw_terminal", "terminal_size", "watch_window_size"]
 
@@ -61,17 +61,17 @@ async def watch_window_size(
     fd: int,
     on_size: Callable[[int, int], Awaitable[None]],
     *,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Call ``on_size(columns, rows)`` now, then after every SIGWINCH that changed it; forever.
 
-    Use with ``nursery.start``: it reports started once the initial size has been handed to
+    Use with ``TaskGroup.start``: it reports started once the initial size has been handed to
     ``on_size``, so that the caller can send anything else (keystrokes) after it. The signal
     receiver is opened before the first size is read, so a change in between is not lost;
     repeated signals are coalesced (only the latest size matters). A size that is unknown
-    (0 x 0) is skipped. Must run in trio's main thread (signal handling).
+    (0 x 0) is skipped. Must run in the main thread (signal handling).
     """
-    with trio.open_signal_receiver(signal.SIGWINCH) as window_changes:
+    with anyio.open_signal_receiver(signal.SIGWINCH) as window_changes:
         last = terminal_size(fd)
         if last is not None:
             await on_size(*last)

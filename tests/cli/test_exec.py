@@ -151,6 +151,16 @@ def test_megabytes_of_stdin_from_a_file_or_a_pipe_arrive_whole(how: str, tmp_pat
     assert done.stdout.split()[0].decode() == hashlib.sha256(data).hexdigest()
 
 
+def test_a_command_that_ends_while_stdin_stays_open_and_quiet_ends_kuber_exec() -> None:
+    # `-i` from a terminal or pipe that nobody types into: the read blocked on it must hold
+    # up neither the session's end nor the process's exit (a worker thread that the interpreter
+    # joins as it exits would, until the next key).
+    with spawn_cli("exec", "--sandbox", "-i", "web", "--", "sh", "-c", "exit 4") as process:
+        assert process.stdin is not None
+        assert process.wait(RUN_TIMEOUT_SECONDS) == 4
+        process.stdin.close()
+
+
 def test_empty_piped_stdin_is_an_immediate_eof() -> None:
     done = run_cli("exec", "--sandbox", "-i", "web", "--", "wc", "-c", stdin=b"")
     assert done.returncode == 0, done.stderr
@@ -295,6 +305,30 @@ def test_usage_errors(args: tuple[str, ...], message: str) -> None:
 def test_arguments_after_the_double_dash_belong_to_the_command() -> None:
     done = run_cli("exec", "--sandbox", "web", "--", "echo", "--help", "-i", "--", "--version")
     assert (done.returncode, done.stdout) == (0, b"--help -i -- --version\n")
+
+
+def test_an_exec_through_a_kubeconfig_loads_no_trio(sandbox: Sandbox) -> None:
+    # The command line runs on asyncio: trio and anyio's trio backend cost about 50 ms of every
+    # start (docs/benchmarks.md). Only --sandbox, whose server runs on trio, loads it.
+    args = via_kubeconfig(sandbox, "--project", "demo", "--workspace-uid", "demo-uid", "web")
+    script = (
+        "import sys\nfrom kuber_exec_cli._main import main\n"
+        f"status = main({[*args, '--', 'true']!r})\n"
+        "print(status, *sorted(sys.modules), file=sys.stderr)"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        check=False,
+        timeout=RUN_TIMEOUT_SECONDS,
+    )
+    status, *loaded = run.stderr.split()
+    assert status == "0", run.stderr
+    assert "kuber_exec_asyncio" in loaded
+    trio = [m for m in loaded if m == "trio" or m.startswith(("trio.", "anyio._backends._trio"))]
+    assert trio == []
 
 
 # -- stopping -----------------------------------------------------------------------------------

@@ -39,9 +39,10 @@ ALLOWED: dict[str, set[str]] = {
     "kuber_exec_trio": {"kuber_exec_core", "kuber_exec_anyio", "kuber_exec_websocket"},
     "kuber_exec_asyncio": {"kuber_exec_core", "kuber_exec_anyio", "kuber_exec_websocket"},
     "kuber_exec_sandbox": {"kuber_exec_core"},
+    # On asyncio: trio is loaded only with the in-process sandbox (docs/benchmarks.md).
     "kuber_exec_cli": {
         "kuber_exec_core",
-        "kuber_exec_trio",
+        "kuber_exec_asyncio",
         "kuber_exec_sandbox",
         "kuber_exec_web",
     },
