@@ -74,8 +74,10 @@ class StdinReader:
             chunks = _read_ready(self._fd)
             try:
                 run_on_loop(deliver, chunks, token=token)
-            except anyio.RunFinishedError:
-                return  # The command is over: nobody reads any more.
+            except (anyio.RunFinishedError, RuntimeError):
+                # The command is over: nobody reads any more (RuntimeError: the event loop
+                # closed between anyio's check and the call).
+                return
 
 
 def _is_regular_file(fd: int) -> bool:
