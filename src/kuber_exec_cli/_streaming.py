@@ -42,7 +42,6 @@ from kuber_exec_asyncio import (
 from kuber_exec_core import StreamName
 
 from ._local import LocalStreams
-from ._stdin import StdinReader
 from ._terminal import raw_terminal, terminal_size, watch_window_size
 
 __all__ = ["LocalStreams", "stream_session"]
@@ -188,6 +187,9 @@ async def _send(session: InteractiveSession, frame: Stdin | Resize) -> bool:
 
 
 async def _forward_stdin(session: InteractiveSession, fd: int) -> None:
+    # Imported with -i only: its thread machinery (anyio.from_thread) is a few ms of every start.
+    from ._stdin import StdinReader
+
     reader = StdinReader(fd)
     while True:
         for data in await reader.read():
