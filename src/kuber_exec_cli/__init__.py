@@ -5,10 +5,11 @@ a command line pays for on every run), not part of it: install it with the ``cli
 point: :func:`main` (the ``kuber-exec`` script, ``python -m kuber_exec_cli``).
 
 One job a module: ``_arguments`` (parsers, help texts, options), ``_exec`` (the exec command),
-``_demo`` (the demo script), ``_sandbox`` (the in-process sandbox), ``_streaming`` (a session to
-local stdin/stdout/stderr, with the caps), ``_stdin`` (local stdin, read in batches),
-``_terminal`` (raw mode, window size), ``_supervision`` (running under asyncio: errors and
-signals to exit statuses), ``_main`` (dispatch).
+``_demo`` (the demo script), ``_cluster`` (the backend a command talks to), ``_sandbox`` (the
+in-process sandbox), ``_streaming`` (a session to local stdin/stdout/stderr, with the caps),
+``_stdin`` (local stdin, read in batches), ``_terminal`` (raw mode, window size),
+``_supervision`` (running under asyncio: errors and signals to exit statuses), ``_main``
+(dispatch), and one module a further command (``_copy``, ``_port_forward``, ``_attach``, ...).
 """
 
 from ._main import main as main

@@ -22,7 +22,8 @@ from kuber_exec_asyncio import (
 )
 
 from ._arguments import UsageError
-from ._pod_commands import PodTarget, new_parser, open_pod_backend
+from ._cluster import open_backend
+from ._pod_commands import PodTarget, new_parser
 from ._streaming import LocalStreams, stream_session
 
 __all__ = ["AttachOptions", "parse_attach", "run_attach"]
@@ -74,7 +75,7 @@ async def run_attach(options: AttachOptions, streams: LocalStreams) -> int:
         deployment=target.deployment,
         container=target.container,
     )
-    async with open_pod_backend(target) as backend:
+    async with open_backend(target) as backend:
         service = ExecService(backend, subprotocols=target.subprotocols or None)
         opened = open_attach(
             service, request, stdin=options.stdin, tty=True if options.tty else None

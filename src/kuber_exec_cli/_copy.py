@@ -24,7 +24,7 @@ from kuber_exec_asyncio import (
 )
 
 from ._arguments import CopyOptions
-from ._exec import open_backend
+from ._cluster import open_backend
 from ._local import LocalStreams
 
 __all__ = ["EXIT_COPY_FAILED", "ProgressBar", "run_copy"]

@@ -29,7 +29,8 @@ from kuber_exec_asyncio import (
 )
 
 from ._arguments import UsageError
-from ._pod_commands import PodTarget, new_parser, open_pod_backend
+from ._cluster import open_backend
+from ._pod_commands import PodTarget, new_parser
 from ._streaming import LocalStreams, stream_session
 
 __all__ = ["DebugOptions", "parse_debug", "run_debug"]
@@ -132,7 +133,7 @@ async def run_debug(options: DebugOptions, streams: LocalStreams) -> int:
         streams.stderr.write(f"kuber-exec: debug container: {status.describe()}\n".encode())
         streams.stderr.flush()
 
-    async with open_pod_backend(target) as backend:
+    async with open_backend(target) as backend:
         service = ExecService(backend, subprotocols=target.subprotocols or None)
         # Without -i there is nothing to type: follow its log from the start (no output lost
         # to the moment between its start and an attach), as kubectl debug without -i.

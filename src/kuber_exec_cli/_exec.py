@@ -14,31 +14,27 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-
-import anyio
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from kuber_exec_asyncio import (
     AuditEvent,
-    ClusterConfig,
     ExecError,
     ExecErrorCode,
     ExecLimits,
     ExecRequest,
     ExecService,
-    KubernetesBackend,
     Recording,
 )
 from kuber_exec_core import StreamName
 from kuber_exec_core.asciicast import DEFAULT_MAX_RECORDING_BYTES
 
-from ._arguments import CopyOptions, ExecOptions
+from ._arguments import ExecOptions
+from ._cluster import open_backend
 from ._local import LocalStreams
-from ._sandbox import open_demo_sandbox
 from ._streaming import stream_session
 
-__all__ = ["open_backend", "run_exec"]
+__all__ = ["run_exec"]
 
 # Room for the header of any ordinary command and the cap's marker (a longer command's header
 # is refused by the service, naming max_bytes).
@@ -164,18 +160,3 @@ def _cap(value: int | None, stream: StreamName, limits: ExecLimits) -> int | Non
         ExecErrorCode.INVALID,
         f"--{stream}-cap must be between 1 and {limits.max_output_cap_bytes} bytes",
     )
-
-
-@asynccontextmanager
-async def open_backend(options: ExecOptions | CopyOptions) -> AsyncIterator[KubernetesBackend]:
-    """A backend for the options' cluster: the in-process sandbox, or a kubeconfig context."""
-    if options.sandbox:
-        async with open_demo_sandbox() as url, KubernetesBackend(ClusterConfig(url)) as backend:
-            yield backend
-        return
-    # Loading may run an exec credential plugin: keep it off the event loop.
-    config = await anyio.to_thread.run_sync(
-        ClusterConfig.from_kubeconfig, options.kubeconfig, options.context
-    )
-    async with KubernetesBackend(config) as backend:
-        yield backend

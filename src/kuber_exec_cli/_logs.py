@@ -21,7 +21,8 @@ from kuber_exec_asyncio import (
 )
 
 from ._arguments import UsageError
-from ._pod_commands import PodTarget, new_parser, open_pod_backend
+from ._cluster import open_backend
+from ._pod_commands import PodTarget, new_parser
 from ._streaming import LocalStreams
 
 __all__ = ["LogsOptions", "parse_duration", "parse_logs", "run_logs"]
@@ -104,7 +105,7 @@ async def run_logs(options: LogsOptions, streams: LocalStreams) -> int:
         deployment=target.deployment,
         container=target.container,
     )
-    async with open_pod_backend(target) as backend:
+    async with open_backend(target) as backend:
         service = ExecService(backend)
         async with stream_logs(service, request, options.log) as log:
             async for chunk in log:

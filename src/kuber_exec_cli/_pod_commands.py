@@ -1,4 +1,4 @@
-"""What ``attach``, ``logs`` and ``debug`` share: their dispatch, options and backend.
+"""What ``attach``, ``logs`` and ``debug`` share: their dispatch and options.
 
 ``kuber-exec attach|logs|debug ...`` is handed here before the other commands are parsed (each
 command's module is imported only when it runs). Each takes ``exec``'s cluster and workspace
@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import NoReturn
 
-import anyio
 import attrs
 
-from kuber_exec_asyncio import ClusterConfig, ExecError, ExecErrorCode, KubernetesBackend
+from kuber_exec_asyncio import ExecError, ExecErrorCode
 
 from ._arguments import UsageError, add_cluster_arguments, workspace_of
-from ._sandbox import open_demo_sandbox
 from ._streaming import LocalStreams
 from ._supervision import EXIT_ERROR, report, run
 
-__all__ = ["POD_COMMANDS", "PodCommandParser", "PodTarget", "open_pod_backend", "run_pod_command"]
+__all__ = ["POD_COMMANDS", "PodCommandParser", "PodTarget", "run_pod_command"]
 
 #: The commands this module dispatches.
 POD_COMMANDS = ("attach", "logs", "debug")
@@ -78,20 +75,6 @@ def new_parser(
     )
     add_cluster_arguments(parser, deployment=True)
     return parser
-
-
-@asynccontextmanager
-async def open_pod_backend(target: PodTarget) -> AsyncIterator[KubernetesBackend]:
-    """A backend for the target's cluster: the in-process sandbox, or a kubeconfig context."""
-    if target.sandbox:
-        async with open_demo_sandbox() as url, KubernetesBackend(ClusterConfig(url)) as backend:
-            yield backend
-        return
-    config = await anyio.to_thread.run_sync(
-        ClusterConfig.from_kubeconfig, target.kubeconfig, target.context
-    )
-    async with KubernetesBackend(config) as backend:
-        yield backend
 
 
 def run_pod_command(command: str, argv: Sequence[str]) -> int:

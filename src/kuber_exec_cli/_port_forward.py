@@ -155,14 +155,13 @@ def run_port_forward_command(argv: list[str]) -> int:
 
 async def forward(options: PortForwardOptions, streams: LocalStreams) -> int:
     """Listen and forward until a stop signal; 0 then."""
-    from ._exec import open_backend
+    from ._cluster import open_backend
 
     # A stop signal is the normal end of a port-forward: the receiver opened here (the most
     # recent one) takes it before the supervisor's, which would report an interruption.
     with anyio.open_signal_receiver(*STOP_SIGNALS) as stop_signals:
-        # open_backend reads only the cluster options, which these share with exec's.
         async with (
-            open_backend(options) as backend,  # type: ignore[arg-type]
+            open_backend(options) as backend,
             PortForward(
                 ExecService(backend),
                 options.workspace,
