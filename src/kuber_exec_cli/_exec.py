@@ -3,8 +3,8 @@
 Contract of :func:`run_exec`: what can be checked locally (the caps' range, ``-it`` needing a
 terminal) is checked before anything is contacted; then the backend is opened (the in-process
 sandbox, or a kubeconfig context) and the request goes through
-:class:`~kuber_exec_asyncio.ExecService`, so the target is resolved, checked and ranked exactly as a
-platform backend using the library would, and the bytes move over the same session code. It
+:class:`~kuber_exec_asyncio.ExecService`, so the target is resolved, checked and ranked exactly as
+a platform backend using the library would, and the bytes move over the same session code. It
 returns the remote exit code and raises ``ExecError`` for everything else. With ``--record``, the
 file's directory is checked before anything is contacted; a recording that fails later is
 reported as one warning line on stderr once the session is over (the session goes on).
