@@ -18,7 +18,10 @@ from websockets.exceptions import ConnectionClosed
 import kuber_exec_asyncio as adapter
 from kuber_exec_asyncio import AuditEvent, ExecError, ExecErrorCode
 from kuber_exec_asyncio.testing import MemoryBackend, MemoryExecConnection
-from kuber_exec_core.channels import Message
+from kuber_exec_core import Subprotocol
+from kuber_exec_core.channels import Channel, Message
+from kuber_exec_core.server import status_exit_code
+from kuber_exec_core.testing import frame_message
 from kuber_exec_sandbox import Sandbox
 from kuber_exec_web import TerminalRefused, TerminalRequest, create_app, token_authorizer
 from support import DEMO, eventually, single_pod_cluster
@@ -343,7 +346,7 @@ class _ClosedUnderTheKey:
         self.close_reason = connection.close_reason
 
     async def send_message(self, message: Message) -> None:
-        if message[:1] == b"\x00":  # stdin; the page's resize goes through
+        if message[0] == Channel.STDIN:  # a key; the page's resize goes through
             self._key_refused.set()
             closed = "The exec connection closed while sending"
             raise ExecError(ExecErrorCode.FAILED, closed)
@@ -359,13 +362,12 @@ class _ClosedUnderTheKey:
 class _ExitsAsAKeyArrives(MemoryBackend):
     """One pod whose shell prints ``bye`` and exits 7 as the page types (see above)."""
 
-    STATUS = (
-        b'\x03{"metadata":{},"status":"Failure","reason":"NonZeroExitCode",'
-        b'"details":{"causes":[{"reason":"ExitCode","message":"7"}]}}'
-    )
-
     def __init__(self) -> None:
-        super().__init__(single_pod_cluster(), [b"\x01bye\r\n", self.STATUS])
+        script = [
+            frame_message(Subprotocol.V5, Channel.STDOUT, b"bye\r\n"),
+            frame_message(Subprotocol.V5, Channel.ERROR, status_exit_code(7)),
+        ]
+        super().__init__(single_pod_cluster(), script)
         self.key_refused = anyio.Event()
 
     @contextlib.asynccontextmanager
