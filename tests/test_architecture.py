@@ -294,8 +294,13 @@ def _defined_privately(tree: ast.Module) -> set[str]:
     return names
 
 
+#: The standard library's public names that start with an underscore.
+PUBLIC_UNDERSCORED = frozenset({"os._exit"})
+
+
 def _foreign_private_reads(source: str) -> list[str]:
-    """``x._name`` where ``x`` is not ``self``/``cls`` and ``_name`` is not this module's own."""
+    """``x._name`` where ``x`` is not ``self``/``cls`` and ``_name`` is not this module's own
+    (nor a public name of the standard library's, :data:`PUBLIC_UNDERSCORED`)."""
     tree = ast.parse(source)
     own = _defined_privately(tree)
     found = []
@@ -304,7 +309,7 @@ def _foreign_private_reads(source: str) -> list[str]:
             continue
         if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
             continue
-        if node.attr not in own:
+        if node.attr not in own and ast.unparse(node) not in PUBLIC_UNDERSCORED:
             found.append(f"line {node.lineno}: {ast.unparse(node)}")
     return found
 
@@ -323,6 +328,7 @@ def test_no_module_reads_another_modules_private_attributes() -> None:
 def test_the_private_attribute_rule_catches_a_read() -> None:
     source = "class A:\n    def f(self, other):\n        return other._secret, other.__x__\n"
     assert _foreign_private_reads(source) == ["line 3: other._secret"]
+    assert _foreign_private_reads("import os\nos._exit(0)\nos._secret\n") == ["line 3: os._secret"]
     # The module's own private names (here an attribute it sets) may be read on its objects.
     assert _foreign_private_reads(source + "    def g(self):\n        self._secret = 1\n") == []
 

@@ -1,5 +1,5 @@
-"""``python -m kuber_exec_cli``: the ``kuber-exec`` command line."""
+"""``python -m kuber_exec_cli``: the ``kuber-exec`` command line, in a process of its own."""
 
-from ._main import main
+from ._process import console_main
 
-raise SystemExit(main())
+console_main()

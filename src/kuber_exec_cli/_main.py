@@ -11,41 +11,51 @@ command line.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kuber_exec_core import ExecError, ExecErrorCode
 
 from ._arguments import CopyOptions, DemoOptions, UsageError, parse_command_line
 from ._local import EXIT_ERROR, LocalStreams, report
+from ._process import start_up_done
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
-    # Each command imports what it needs when it runs: ``--help`` and a usage mistake load
+    chosen = _choose(list(sys.argv[1:] if argv is None else argv))
+    if isinstance(chosen, int):
+        return chosen
+    # The command's modules are loaded; what it does from here may last (a shell, a server).
+    start_up_done()
+    return chosen()
+
+
+def _choose(args: list[str]) -> Callable[[], int] | int:
+    # The command to run, its module imported, or the exit status of a usage mistake or of
+    # --help. Each command imports what it needs only here: ``--help`` and a usage mistake load
     # neither an event loop nor the service (docs/benchmarks.md, what start-up costs).
-    args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["sandbox"]:
         # The sandbox owns its options and help; everything after the word is its own.
         from ._sandbox import run_sandbox_command
 
-        return run_sandbox_command(args[1:])
+        return lambda: run_sandbox_command(args[1:])
     if args[:1] == ["port-forward"]:
         # Its own module and parser, imported only when it runs.
         from ._port_forward import run_port_forward_command
 
-        return run_port_forward_command(args[1:])
+        return lambda: run_port_forward_command(args[1:])
     if args[:1] == ["web"]:
         # So does the browser terminal (kuber_exec_web).
         from ._web import run_web_command
 
-        return run_web_command(args[1:])
+        return lambda: run_web_command(args[1:])
     if args[:1] in (["attach"], ["logs"], ["debug"]):
         # Each parses its own options, in its own module, imported when it runs.
         from ._pod_commands import run_pod_command
 
-        return run_pod_command(args[0], args[1:])
+        return lambda: run_pod_command(args[0], args[1:])
     streams = LocalStreams.of_process()
     try:
         options = parse_command_line(args)
@@ -60,11 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(options, DemoOptions):
         from ._demo import run_demo
 
-        return run(lambda: run_demo(streams), streams)
+        return lambda: run(lambda: run_demo(streams), streams)
     if isinstance(options, CopyOptions):
         from ._copy import run_copy
 
-        return run(lambda: run_copy(options, streams), streams)
+        copy = options
+        return lambda: run(lambda: run_copy(copy, streams), streams)
     from ._exec import run_exec
 
-    return run(lambda: run_exec(options, streams), streams)
+    exec_options = options
+    return lambda: run(lambda: run_exec(exec_options, streams), streams)
