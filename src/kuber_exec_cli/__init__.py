@@ -14,21 +14,16 @@ in-process sandbox), ``_streaming`` (a session to local stdin/stdout/stderr, wit
 (``_copy``, ``_port_forward``, ``_attach``, ...).
 """
 
-from __future__ import annotations
+import typing as _typing
 
-from typing import TYPE_CHECKING
+from kuber_exec_core.lazy import lazy_exports as _lazy_exports
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._main import main as main
 
 __all__ = ["main"]
 
-
-def __getattr__(name: str) -> object:
-    # Lazy, so that the script's entry (``_process``) runs before the command line's modules
-    # load: it turns the collector off for their loading.
-    if name == "main":
-        from ._main import main
-
-        return main
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Lazy, so that the script's entry (``_process``) runs before the command line's modules load:
+# it turns the collector off for their loading.
+if not _typing.TYPE_CHECKING:  # a type checker sees the import above, not a catch-all
+    __getattr__, __dir__ = _lazy_exports(globals(), {"._main": ("main",)})

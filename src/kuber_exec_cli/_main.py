@@ -74,9 +74,7 @@ def _choose(args: list[str]) -> Callable[[], int] | int:
     if isinstance(options, CopyOptions):
         from ._copy import run_copy
 
-        copy = options
-        return lambda: run(lambda: run_copy(copy, streams), streams)
+        return lambda: run(lambda: run_copy(options, streams), streams)
     from ._exec import run_exec
 
-    exec_options = options
-    return lambda: run(lambda: run_exec(exec_options, streams), streams)
+    return lambda: run(lambda: run_exec(options, streams), streams)
