@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import socket
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
@@ -554,6 +555,49 @@ async def test_a_slow_reader_holds_the_pod_back_and_memory_stays_flat(
                         total += len(await stream.receive())
                     await stream.aclose()
         tasks.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_fast_local_client_is_held_back_when_the_pod_reads_nothing(
+    adapter: ModuleType, doomed: Sandbox, transport: str
+) -> None:
+    """A local client writes into a listener as fast as it can; the pod's side never reads (a
+    listening socket nobody accepts from). The client must be held back by TCP once the
+    buffers on the way are full: on asyncio, anyio's accepted streams read their socket into
+    an unbounded queue, which kept this process reading all 256 MiB."""
+    web = doomed.cluster.deployment("pf", "web")
+    assert web is not None
+    deaf = socket.create_server(("127.0.0.1", 0))
+    written = [0]
+    with deaf:
+        for pod in doomed.cluster.pods_of(web):
+            pod.ports[8080] = ("127.0.0.1", deaf.getsockname()[1])
+        async with (
+            backend_for(adapter, doomed) as backend,
+            adapter.PortForward(
+                adapter.ExecService(backend), WORKSPACE, "web", transport=transport
+            ) as forward,
+            forward.listen([(0, 8080)]) as bound,
+            await anyio.connect_tcp("127.0.0.1", bound[0].local_port) as client,
+            anyio.create_task_group() as tasks,
+        ):
+
+            async def flood() -> None:
+                chunk = b"x" * 65536
+                with contextlib.suppress(anyio.BrokenResourceError):
+                    while written[0] < 256 * 1024 * 1024:
+                        await client.send(chunk)
+                        written[0] += len(chunk)
+
+            tasks.start_soon(flood)
+            with anyio.fail_after(60):
+                # Wait until the client is stuck (its count stops moving) or sent it all.
+                last = -1
+                while written[0] != last:
+                    last = written[0]
+                    await anyio.sleep(0.3)
+            tasks.cancel_scope.cancel()
+    assert 0 < written[0] < 32 * 1024 * 1024
 
 
 async def test_the_preflight_reviews_pods_portforward_before_the_upgrade(

@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -60,6 +61,7 @@ from .._limits import WorkspaceSlots
 from .._pods import read_pod
 from .._service import ExecService
 from ._legacy import LegacyStream
+from ._listener import LocalConnection, accept_connections
 from ._tunnel import TunnelConnection, TunnelStream
 
 __all__ = ["BoundPort", "PortForward", "PortForwardRecord", "PortForwardTransport"]
@@ -589,18 +591,21 @@ class PortForward:
                 listeners.append((listener, remote))
                 bound.append(BoundPort(address, _local_port(listener), remote))
             async with anyio.create_task_group() as tasks:
+                # Accepted by hand, not with the listener's serve(): see ._listener.
                 for serving, remote in listeners:
-                    tasks.start_soon(
-                        functools.partial(
-                            serving.serve, functools.partial(self._serve, remote), tasks
+                    for listening in _sockets(serving):
+                        tasks.start_soon(
+                            accept_connections,
+                            listening,
+                            functools.partial(self._serve, remote),
+                            tasks,
                         )
-                    )
                 try:
                     yield bound
                 finally:
                     tasks.cancel_scope.cancel()
 
-    async def _serve(self, remote: int, client: anyio.abc.SocketStream) -> None:
+    async def _serve(self, remote: int, client: LocalConnection) -> None:
         async with client:
             try:
                 stream = await self._connect_audited(remote)
@@ -616,6 +621,12 @@ def _local_port(listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> int:
     inner = getattr(listener, "listeners", [listener])[0]
     port: int = inner.extra(SocketAttribute.local_port)
     return port
+
+
+def _sockets(listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> list[socket.socket]:
+    """The listening sockets of a TCP listener (one per address it is bound to)."""
+    inners = getattr(listener, "listeners", [listener])
+    return [inner.extra(SocketAttribute.raw_socket) for inner in inners]
 
 
 async def _splice(
