@@ -13,13 +13,15 @@ import hashlib
 import json
 import resource
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
 import anyio
 import anyio.abc
 import pytest
+
+from support.sockets import echo_server
 
 from .kube import WS_MAIN, Cluster, deployment, kubectl
 
@@ -30,26 +32,13 @@ def workspace(adapter: ModuleType) -> Any:
     return adapter.Workspace(project="kx-target", uid=WS_MAIN)
 
 
-async def _echo(client: anyio.abc.SocketStream) -> None:
-    async with client:
-        try:
-            async for data in client:
-                await client.send(data)
-            await client.send_eof()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            # The forward dropped this connection (some tests do so on purpose); anyio's trio
-            # backend lets a half-close of a reset socket raise a bare OSError (ENOTCONN).
-            pass
-
-
 @pytest.fixture
-async def echo_port() -> AsyncIterator[int]:
-    """An echo server on the cluster network namespace's loopback: the pod's port."""
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    async with listener, anyio.create_task_group() as tasks:
-        tasks.start_soon(listener.serve, _echo)
-        yield int(listener.extra(anyio.abc.SocketAttribute.local_port))
-        tasks.cancel_scope.cancel()
+def echo_port() -> Iterator[int]:
+    """An echo server on the cluster network namespace's loopback: the pod's port. Threads and
+    blocking sockets (``support.echo_server``): what it holds is bounded, so the memory the
+    tests measure is the library's."""
+    with echo_server() as port:
+        yield port
 
 
 async def read_all(stream: anyio.abc.ByteStream) -> bytes:
