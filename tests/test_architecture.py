@@ -428,6 +428,18 @@ def test_the_core_s_names_are_its_type_checking_imports() -> None:
     assert len(kuber_exec_core.__all__) == len(set(kuber_exec_core.__all__))
 
 
+def test_the_limits_lazy_names_are_its_type_checking_imports() -> None:
+    import kuber_exec_core.limits
+
+    # The Lease arithmetic is exported lazily (an exec does not build its classes): what type
+    # checkers see is what the runtime table serves, and every name of it is in __all__.
+    homes = {module: set(names) for module, names in kuber_exec_core.limits._HOMES.items()}
+    assert _type_checking_imports(SRC / "kuber_exec_core" / "limits.py") == homes
+    assert {name for names in homes.values() for name in names} <= set(
+        kuber_exec_core.limits.__all__
+    )
+
+
 def test_help_loads_none_of_the_core_s_session_machinery() -> None:
     script = (
         "import sys\nfrom kuber_exec_cli._main import main\n"
@@ -469,6 +481,14 @@ EXEC_NEVER_LOADS = (
     "kuber_exec_anyio._shared",
     "kuber_exec_core.portforward",
     "kuber_exec_core.sharing",
+    # Debug containers, recordings and the Lease slots of cluster-wide limits: loaded when a
+    # service is given a debug policy, a recording or cluster_slots, or opens a debug session.
+    "kuber_exec_core.debug",
+    "kuber_exec_core.asciicast",
+    "kuber_exec_core._lease_slots",
+    "kuber_exec_core._session_record",
+    "kuber_exec_anyio._audit._recording",
+    "kuber_exec_anyio._kubernetes._lease_slots",
     "kuber_exec_core.tar",
     "kuber_exec_core.copy",
 )

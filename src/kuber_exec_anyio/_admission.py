@@ -16,18 +16,25 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from contextvars import Token
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from kuber_exec_core import ExecRequest, Impersonation
 
 from ._audit._record import AuditRecord
 from ._backend import backend_hooks
 from ._identity import act_as, stop_acting
-from ._kubernetes._lease_slots import NO_SLOT, LeaseWorkspaceSlots, SessionSlot
+from ._kubernetes._session_slot import NO_SLOT, SessionSlot
 from ._limits import WorkspaceSlots
 
-__all__ = ["admitted", "workspace_slots"]
+if TYPE_CHECKING:
+    from typing import TypeAlias
 
-Slots = WorkspaceSlots | LeaseWorkspaceSlots
+    # The Lease machinery is imported for a backend with cluster_slots only.
+    from ._kubernetes._lease_slots import LeaseWorkspaceSlots
+
+    Slots: TypeAlias = WorkspaceSlots | LeaseWorkspaceSlots
+
+__all__ = ["admitted", "workspace_slots"]
 
 
 def workspace_slots(backend: object, limit: int | None) -> Slots:
@@ -36,6 +43,8 @@ def workspace_slots(backend: object, limit: int | None) -> Slots:
     count."""
     hooks = backend_hooks(backend)
     if hooks.cluster_slots is not None:
+        from ._kubernetes._lease_slots import LeaseWorkspaceSlots
+
         return LeaseWorkspaceSlots(limit, hooks.cluster_slots, hooks.rest_client)
     return WorkspaceSlots(limit)
 

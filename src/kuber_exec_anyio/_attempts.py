@@ -55,7 +55,7 @@ from ._audit._record import AuditRecord
 from ._backend import ExecConnection
 from ._cleanup import CleanupCrew
 from ._drivers import resolve_target
-from ._kubernetes._lease_slots import SessionSlot
+from ._kubernetes._session_slot import SessionSlot
 from ._retarget import open_retargeted
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio.abc
 
@@ -32,8 +32,10 @@ from kuber_exec_core import (
 from kuber_exec_core.channels import Message
 from kuber_exec_core.kube import ApiResponse
 
-from ._kubernetes._lease_slots import ClusterSlots
 from ._kubernetes._rest import RestClient
+
+if TYPE_CHECKING:
+    from ._kubernetes._lease_slots import ClusterSlots
 
 __all__ = [
     "Backend",

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from kuber_exec_core import ExecError, ExecErrorCode, ResolvedTarget
-from kuber_exec_core.debug import pod_path
+from kuber_exec_core.kube import pod_path
 
 from ._backend import backend_hooks
 

@@ -8,9 +8,11 @@ closes its socket and the runtime's own cancellation exception propagates. Every
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -26,7 +28,6 @@ from kuber_exec_core import (
     Subprotocol,
     stdin_bytes,
 )
-from kuber_exec_core.debug import DebugPolicy
 from kuber_exec_core.limits import SessionDeadlines, SessionLimits
 from kuber_exec_core.validation import (
     validate_cleanup_grace,
@@ -37,17 +38,24 @@ from kuber_exec_core.validation import (
     validate_subprotocols,
 )
 
-from ._admission import Slots, admitted, workspace_slots
+from ._admission import admitted, workspace_slots
 from ._attempts import Attempts, ShellRegistry
 from ._audit._record import AuditHook, AuditRecord
-from ._audit._recording import Recording, prepare_recorder, recorded
 from ._backend import Backend, ExecConnection, backend_hooks
 from ._cleanup import CleanupCrew, CleanupStatus
 from ._drivers import await_start, collect_execute, resolve_target, send_quietly
 from ._groups import single_exception
-from ._kubernetes._lease_slots import SessionSlot
+from ._kubernetes._session_slot import SessionSlot
 from ._session import InteractiveSession, run_session
 from ._supervise import DEFAULT_CLEANUP_GRACE, CleanupSettings, CleanupSlots
+
+if TYPE_CHECKING:
+    # Debug containers and recordings are imported when a service uses them: an app (or the
+    # command line) that only execs does not load them (docs/benchmarks.md, start-up).
+    from kuber_exec_core.debug import DebugPolicy
+
+    from ._admission import Slots
+    from ._audit._recording import Recording, SessionRecorder
 
 __all__ = ["ExecService"]
 
@@ -113,14 +121,16 @@ class ExecService:
             )
         if limits is not None and not isinstance(limits, ExecLimits):
             raise TypeError(f"limits must be an ExecLimits or None, not {type(limits).__name__}")
-        if debug_policy is not None and not isinstance(debug_policy, DebugPolicy):
-            raise TypeError(
-                f"debug_policy must be a DebugPolicy or None, not {type(debug_policy).__name__}"
-            )
+        if debug_policy is not None:
+            from kuber_exec_core.debug import DebugPolicy
+
+            if not isinstance(debug_policy, DebugPolicy):
+                raise TypeError(
+                    f"debug_policy must be a DebugPolicy or None, not {type(debug_policy).__name__}"
+                )
         self.backend = backend
         self.limits = limits if limits is not None else ExecLimits()
-        #: What debug containers ``open_debug`` may add (docs/debug.md).
-        self.debug_policy = debug_policy if debug_policy is not None else DebugPolicy()
+        self._debug_policy = debug_policy
         self.audit = audit
         self.session_limits = session_limits if session_limits is not None else SessionLimits()
         self._slots = workspace_slots(backend, self.session_limits.max_sessions_per_workspace)
@@ -289,7 +299,7 @@ class ExecService:
         stdin = validate_flag(stdin, "stdin")
         capacity = validate_queue_capacity(queue_capacity, self.limits)
         supervise = self._supervises(cleanup)
-        recorder = prepare_recorder(recording, request, tty=tty)
+        recorder = _recorder(recording, request, tty=tty)
         name = None if recorder is None else recorder.name
         record = AuditRecord(self.audit, "interactive", request, tty=tty, recording=name)
         limits = self.session_limits
@@ -345,10 +355,20 @@ class ExecService:
                     )
                     attempt.hand_over()
                     async with (
-                        recorded(recorder, record.recording_failed),
+                        _recorded(recorder, record.recording_failed),
                         run_session(session, deadlines),
                     ):
                         yield session
+
+    @property
+    def debug_policy(self) -> DebugPolicy:
+        """What debug containers ``open_debug`` may add (docs/debug.md): the one given, or
+        ``DebugPolicy()``."""
+        if self._debug_policy is None:
+            from kuber_exec_core.debug import DebugPolicy
+
+            self._debug_policy = DebugPolicy()
+        return self._debug_policy
 
     def _supervises(self, cleanup: bool | None) -> bool:
         wanted = self.cleanup if cleanup is None else validate_flag(cleanup, "cleanup")
@@ -371,3 +391,23 @@ async def _run_execute(run: ExecuteRun, connection: ExecConnection) -> ExecResul
             result = await collect_execute(run, connection)
             tasks.cancel_scope.cancel()
     return result
+
+
+def _recorder(
+    recording: Recording | None, request: ExecRequest, *, tty: bool
+) -> SessionRecorder | None:
+    # The recording machinery (asciicast, its writer) is imported by a session that asks for it.
+    if recording is None:
+        return None
+    from ._audit._recording import prepare_recorder
+
+    return prepare_recorder(recording, request, tty=tty)
+
+
+def _recorded(
+    recorder: SessionRecorder | None, on_failure: Callable[[str], None]
+) -> AbstractAsyncContextManager[None]:
+    """The recorder running for the block, or nothing when there is none."""
+    if recorder is None:
+        return contextlib.nullcontext()
+    return recorder.running(on_failure)

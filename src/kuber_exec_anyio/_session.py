@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -45,12 +46,14 @@ from kuber_exec_core.limits import SessionDeadlines
 from kuber_exec_core.state import SessionState
 
 from ._audit._record import AuditRecord
-from ._audit._recording import SessionRecorder
 from ._backend import ExecConnection
 from ._drivers import pump_session
 from ._frame_queue import FrameQueue
 from ._groups import single_exception
 from ._limits import enforce_session_limits
+
+if TYPE_CHECKING:
+    from ._audit._recording import SessionRecorder
 
 __all__ = ["InteractiveSession", "run_session"]
 

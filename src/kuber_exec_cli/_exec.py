@@ -16,6 +16,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from kuber_exec_asyncio import (
     AuditEvent,
@@ -24,15 +25,17 @@ from kuber_exec_asyncio import (
     ExecLimits,
     ExecRequest,
     ExecService,
-    Recording,
 )
 from kuber_exec_core import StreamName
-from kuber_exec_core.asciicast import DEFAULT_MAX_RECORDING_BYTES
 
 from ._arguments import ExecOptions
 from ._cluster import open_backend
 from ._local import LocalStreams
 from ._streaming import stream_session
+
+if TYPE_CHECKING:
+    # The recording machinery is imported only with --record (start-up, docs/benchmarks.md).
+    from kuber_exec_asyncio import Recording
 
 __all__ = ["run_exec"]
 
@@ -125,6 +128,9 @@ def _recording(options: ExecOptions) -> Recording | None:
     """``--record``'s recording, its directory checked before anything is contacted."""
     if options.record is None:
         return None
+    from kuber_exec_asyncio import Recording
+    from kuber_exec_core.asciicast import DEFAULT_MAX_RECORDING_BYTES
+
     path = os.path.abspath(options.record)
     directory = os.path.dirname(path)
     if os.path.isdir(path):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import anyio
 import attrs
@@ -33,13 +33,15 @@ from kuber_exec_asyncio import (
     ExecService,
     Exit,
     InteractiveSession,
-    Recording,
     Resize,
     Stderr,
     Stdin,
     Stdout,
 )
 from kuber_exec_core import StreamName
+
+if TYPE_CHECKING:
+    from kuber_exec_asyncio import Recording
 
 from ._local import LocalStreams
 from ._terminal import raw_terminal, terminal_size, watch_window_size

@@ -1,4 +1,5 @@
-"""The exec upgrade request's path and query (docs/protocol.md)."""
+"""The paths of a pod and of its exec and attach upgrades, with their queries
+(docs/protocol.md)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from ._target import ResolvedTarget
 __all__ = [
     "ExecQuery",
     "ExecStreams",
+    "attach_path",
     "exec_path",
     "parse_exec_flag",
     "parse_exec_query",
+    "pod_path",
     "quote_value",
 ]
 
@@ -109,3 +112,24 @@ def parse_exec_query(pairs: Iterable[tuple[str, str]]) -> ExecQuery:
         container=containers[0] if containers and containers[0] else None,
         streams=streams,
     )
+
+
+def pod_path(namespace: str, pod: str) -> str:
+    """``/api/v1/namespaces/{ns}/pods/{pod}`` (each segment percent-encoded)."""
+    return PODS.object_path(namespace, pod)
+
+
+def attach_path(target: ResolvedTarget, streams: ExecStreams) -> str:
+    """``/api/v1/namespaces/{ns}/pods/{pod}/attach?...``: exec's query without ``command``
+    (False flags omitted; with a TTY stderr is not asked for)."""
+    query = [("container", target.container)]
+    for name, enabled in (
+        ("stdin", streams.stdin),
+        ("stdout", streams.stdout),
+        ("stderr", streams.stderr and not streams.tty),
+        ("tty", streams.tty),
+    ):
+        if enabled:
+            query.append((name, "true"))
+    encoded = "&".join(f"{name}={quote_value(value)}" for name, value in query)
+    return f"{PODS.object_path(target.namespace, target.pod)}/attach?{encoded}"

@@ -19,12 +19,12 @@ from typing import Any
 import attrs
 
 from ._errors import ExecError, ExecErrorCode
-from ._exec_url import ExecStreams
+from ._exec_url import attach_path as attach_path
+from ._exec_url import pod_path as pod_path
 from ._identity import Impersonation
 from ._kube_api import PODS
 from ._quoting import quote_value
 from ._request import ExecRequest, Workspace
-from ._target import ResolvedTarget
 
 __all__ = [
     "ContainerRequest",
@@ -78,11 +78,6 @@ class ContainerRequest:
         )
 
 
-def pod_path(namespace: str, pod: str) -> str:
-    """``/api/v1/namespaces/{ns}/pods/{pod}`` (each segment percent-encoded)."""
-    return PODS.object_path(namespace, pod)
-
-
 def ephemeral_path(namespace: str, pod: str) -> str:
     """The pod's ``ephemeralcontainers`` subresource."""
     return f"{PODS.object_path(namespace, pod)}/ephemeralcontainers"
@@ -96,22 +91,6 @@ def pod_watch_path(namespace: str, pod: str, resource_version: str) -> str:
         f"{PODS.collection_path(namespace)}?watch=1&fieldSelector={selector}"
         f"&resourceVersion={version}&allowWatchBookmarks=true"
     )
-
-
-def attach_path(target: ResolvedTarget, streams: ExecStreams) -> str:
-    """``/api/v1/namespaces/{ns}/pods/{pod}/attach?...``: exec's query without ``command``
-    (False flags omitted; with a TTY stderr is not asked for)."""
-    query = [("container", target.container)]
-    for name, enabled in (
-        ("stdin", streams.stdin),
-        ("stdout", streams.stdout),
-        ("stderr", streams.stderr and not streams.tty),
-        ("tty", streams.tty),
-    ):
-        if enabled:
-            query.append((name, "true"))
-    encoded = "&".join(f"{name}={quote_value(value)}" for name, value in query)
-    return f"{PODS.object_path(target.namespace, target.pod)}/attach?{encoded}"
 
 
 def _optional_count(value: object, name: str, *, minimum: int) -> int | None:

@@ -7,7 +7,9 @@ can perform them. The parsers turn the API's JSON into the slim frozen snapshots
 refuses a request and holds its code and message.
 """
 
+from ._exec_url import attach_path as attach_path
 from ._exec_url import exec_path as exec_path
+from ._exec_url import pod_path as pod_path
 from ._kube_api import ApiGet as ApiGet
 from ._kube_api import ApiPlan as ApiPlan
 from ._kube_api import ApiResponse as ApiResponse
@@ -46,6 +48,7 @@ __all__ = [
     "SelectorOperator",
     "TargetRefusal",
     "api_error",
+    "attach_path",
     "check_deployment",
     "choose_pod",
     "exec_path",
@@ -55,6 +58,7 @@ __all__ = [
     "parse_pod",
     "parse_pod_list",
     "parse_replica_set",
+    "pod_path",
     "rank_pods",
     "resolve_pod_owners",
 ]

@@ -307,9 +307,10 @@ def test_arguments_after_the_double_dash_belong_to_the_command() -> None:
     assert (done.returncode, done.stdout) == (0, b"--help -i -- --version\n")
 
 
-def test_an_exec_through_a_kubeconfig_loads_no_trio(sandbox: Sandbox) -> None:
+def test_an_exec_through_a_kubeconfig_loads_no_trio_and_no_unused_feature(sandbox: Sandbox) -> None:
     # The command line runs on asyncio: trio and anyio's trio backend cost about 50 ms of every
-    # start (docs/benchmarks.md). Only --sandbox, whose server runs on trio, loads it.
+    # start (docs/benchmarks.md). Only --sandbox, whose server runs on trio, loads it. Nor does
+    # an exec load debug containers, recordings or the Lease slots it does not use.
     args = via_kubeconfig(sandbox, "--project", "demo", "--workspace-uid", "demo-uid", "web")
     script = (
         "import sys\nfrom kuber_exec_cli._main import main\n"
@@ -329,6 +330,11 @@ def test_an_exec_through_a_kubeconfig_loads_no_trio(sandbox: Sandbox) -> None:
     assert "kuber_exec_asyncio" in loaded
     trio = [m for m in loaded if m == "trio" or m.startswith(("trio.", "anyio._backends._trio"))]
     assert trio == []
+    unused = (
+        *("kuber_exec_core.debug", "kuber_exec_core.asciicast", "kuber_exec_core._lease_slots"),
+        *("kuber_exec_anyio._audit._recording", "kuber_exec_anyio._kubernetes._lease_slots"),
+    )
+    assert [m for m in loaded if m.startswith(unused)] == []
 
 
 # -- stopping -----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import functools
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import anyio
 import anyio.abc
@@ -29,8 +29,7 @@ from kuber_exec_core import (
     ResolvedTarget,
     Subprotocol,
 )
-from kuber_exec_core.debug import attach_path
-from kuber_exec_core.kube import ApiResponse, exec_path
+from kuber_exec_core.kube import ApiResponse, attach_path, exec_path
 
 from .._backend import BackendHooks
 from .._connection._connection import (
@@ -55,10 +54,12 @@ from ._cache import (
 )
 from ._config import ClusterConfig
 from ._http import HttpClient
-from ._lease_slots import ClusterSlots
 from ._orphans import OrphanCleanup
 from ._preflight import ExecPreflight
 from ._rest import MAX_CONCURRENT_REQUESTS, RestClient, Streamed, open_http_client
+
+if TYPE_CHECKING:
+    from ._lease_slots import ClusterSlots
 
 __all__ = ["KubernetesBackend"]
 
@@ -139,10 +140,14 @@ class KubernetesBackend(BackendHooks):
         if preflight is not None and not isinstance(preflight, ExecPreflight):
             raise TypeError(f"preflight must be an ExecPreflight, not {type(preflight).__name__}")
         self.preflight = preflight
-        if cluster_slots is not None and not isinstance(cluster_slots, ClusterSlots):
-            raise TypeError(
-                f"cluster_slots must be a ClusterSlots, not {type(cluster_slots).__name__}"
-            )
+        if cluster_slots is not None:
+            # The Lease machinery is loaded by a backend that uses it, not by every exec.
+            from ._lease_slots import ClusterSlots
+
+            if not isinstance(cluster_slots, ClusterSlots):
+                raise TypeError(
+                    f"cluster_slots must be a ClusterSlots, not {type(cluster_slots).__name__}"
+                )
         self.cluster_slots = cluster_slots
         self._http: HttpClient | None = None
         self._rest: RestClient | None = None

@@ -29,7 +29,7 @@ import secrets
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, Final
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -50,6 +50,8 @@ from ._legacy_slots import LegacySlotLeases
 from ._replica import OrphanCleaner, Replica
 from ._rest import RestClient
 from ._session_records import RecordWriter, submit_quietly
+from ._session_slot import NO_SLOT as NO_SLOT
+from ._session_slot import SessionSlot as SessionSlot
 
 __all__ = [
     "DEFAULT_LEASE_DURATION",
@@ -191,25 +193,6 @@ class ClusterSlots:
         if present is not None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_RELEASE_TIMEOUT):
                 await present.stop()
-
-
-class SessionSlot:
-    """A session's place in its workspace's record, for the service to note where each attempt
-    runs (what another replica needs to clean up after it)."""
-
-    def note_attempt(
-        self, target: ResolvedTarget, supervision: str | None, *, hangup: bool
-    ) -> None:
-        """Record (in the background) that the session's command now runs in ``target``
-        under ``supervision`` (``None``: unsupervised)."""
-
-    def release_after(self, settled: anyio.Event) -> None:
-        """Keep the session recorded after its block until ``settled`` (its cleanup goes on in
-        the background): should this replica die meanwhile, another finishes the cleanup."""
-
-
-#: The slot of a session nothing records (no cluster slots, or the in-process limit).
-NO_SLOT: Final = SessionSlot()
 
 
 class _RecordedSlot(SessionSlot):
