@@ -99,6 +99,14 @@ async def test_receive_reads_at_most_what_it_is_asked_for(
     assert received == 100_000
 
 
+async def test_a_receive_of_nothing_is_refused_as_by_anyio(
+    pair: tuple[socket.socket, LocalConnection],
+) -> None:
+    _client, connection = pair
+    with pytest.raises(ValueError, match="max_bytes must be a positive integer"):
+        await connection.receive(0)
+
+
 async def test_closing_wakes_a_waiting_receiver_and_ends_further_use(
     pair: tuple[socket.socket, LocalConnection],
 ) -> None:

@@ -53,6 +53,8 @@ class LocalConnection(anyio.abc.ByteStream):
         self._closed = False
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
+        if max_bytes < 1:
+            raise ValueError("max_bytes must be a positive integer")  # as anyio's streams
         await anyio.lowlevel.checkpoint_if_cancelled()
         waited = False
         while True:
