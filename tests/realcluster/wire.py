@@ -79,21 +79,29 @@ def exec_url(cluster: Cluster, pod: str, command: list[str], **flags: bool) -> s
 def run(cluster: Cluster, command: list[str], **options: Any) -> Session | Refusal:
     """:func:`exchange` in a thread of its own, bounded: ``websockets``' threaded client can
     wait for ever on a connection whose handshake timed out (its reader thread is joined
-    unbounded), so a server that never answers fails the test instead of hanging the run."""
-    outcome: list[Session | Refusal | BaseException] = []
+    unbounded), so a server that never answers fails the test instead of hanging the run.
 
-    def work() -> None:
-        try:
-            outcome.append(exchange(cluster, command, **options))
-        except BaseException as error:  # handed to the test's thread below
-            outcome.append(error)
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
+    An exchange that got no answer at all is tried once more: now and then (twice in many
+    full runs, both on 1.20) the server leaves one exec without any answer, which is not what
+    these tests ask about; two in a row fail the test."""
     limit = 2 * float(options.get("timeout", 30)) + 5
-    worker.join(limit)
-    if not outcome:
-        raise AssertionError(f"the exec upgrade got no answer within {limit:.0f} s: {command}")
+    for _attempt in range(2):
+        outcome: list[Session | Refusal | BaseException] = []
+
+        def work(outcome: list[Session | Refusal | BaseException] = outcome) -> None:
+            try:
+                outcome.append(exchange(cluster, command, **options))
+            except BaseException as error:  # handed to the test's thread below
+                outcome.append(error)
+
+        worker = threading.Thread(target=work, daemon=True)
+        worker.start()
+        worker.join(limit)
+        if outcome:
+            break
+        print(f"wire: the exec of {command} got no answer within {limit:.0f} s; once more")
+    else:
+        raise AssertionError(f"the exec got no answer within {limit:.0f} s, twice: {command}")
     result = outcome[0]
     if isinstance(result, BaseException):
         raise result
