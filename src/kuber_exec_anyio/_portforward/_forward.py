@@ -617,14 +617,13 @@ class PortForward:
 
 
 def _local_port(listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> int:
-    # A TCP listener on one address is a MultiListener of one SocketListener.
-    inner = getattr(listener, "listeners", [listener])[0]
-    port: int = inner.extra(SocketAttribute.local_port)
+    port: int = _sockets(listener)[0].getsockname()[1]
     return port
 
 
 def _sockets(listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> list[socket.socket]:
-    """The listening sockets of a TCP listener (one per address it is bound to)."""
+    """The listening sockets of a TCP listener (one per address it is bound to: a listener on
+    one address is a MultiListener of one SocketListener)."""
     inners = getattr(listener, "listeners", [listener])
     return [inner.extra(SocketAttribute.raw_socket) for inner in inners]
 
